@@ -1,0 +1,235 @@
+"""Frozen models of a golden-set case (``cases/<id>/case.yaml``).
+
+A case keeps together everything one trial needs: the request handed to the agent, the
+starting repository state, the tools and limits, the sandbox contract of each phase,
+and the verifier that decides. Paths inside a case are relative to the case folder and
+may not escape it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "ArchiveRepo",
+    "ArtifactRule",
+    "Case",
+    "FeedbackChannel",
+    "FolderRepo",
+    "GitRepo",
+    "HiddenFile",
+    "Limits",
+    "PhaseContract",
+    "Reference",
+    "RepoSource",
+    "Retired",
+    "SandboxContract",
+    "Verifier",
+]
+
+CASE_SCHEMA_VERSION = 1
+_ID_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+def _relative_path(value: str) -> str:
+    """Reject absolute paths and paths that climb out of the case folder."""
+    if not value or value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"expected a relative path inside the case folder, got {value!r}")
+    parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"path {value!r} escapes the case folder ('..' is not allowed)")
+    return "/".join(parts)
+
+
+RelPath = Annotated[str, Field(min_length=1), AfterValidator(_relative_path)]
+
+
+class FolderRepo(_Frozen):
+    """Starting state kept as a folder inside the case."""
+
+    kind: Literal["folder"] = "folder"
+    path: RelPath
+    """Folder, relative to the case folder, copied as the agent's workspace."""
+
+
+class GitRepo(_Frozen):
+    """Starting state as a git repository (local path or URL) checked out at a commit."""
+
+    kind: Literal["git"] = "git"
+    url: str
+    """Repository location; a relative path is resolved against the case folder."""
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    """Full 40-hex commit id (a branch name would let the starting state move)."""
+
+
+class ArchiveRepo(_Frozen):
+    """Starting state as a tar or zip archive inside the case, pinned by sha256."""
+
+    kind: Literal["archive"] = "archive"
+    path: RelPath
+    """Archive file, relative to the case folder (.tar, .tar.gz, .tgz, .zip)."""
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """Expected sha256 (hex) of the archive bytes; a mismatch is a case error."""
+
+
+RepoSource = Annotated[FolderRepo | GitRepo | ArchiveRepo, Field(discriminator="kind")]
+
+
+class Limits(_Frozen):
+    """Budgets handed to the agent (``HARNESS_LIMITS``); exceeding one fails the trial."""
+
+    turns: int | None = Field(default=None, ge=1)
+    """Maximum agent turns, as reported by the agent's result."""
+    tokens: int | None = Field(default=None, ge=1)
+    """Maximum total tokens, as reported by the agent's result usage."""
+    wall_seconds: float = Field(default=600.0, gt=0)
+    """Wall-clock budget of the agent phase (also its sandbox timeout when smaller)."""
+
+
+class PhaseContract(_Frozen):
+    """Sandbox contract for one phase. Every bound is enforced or the trial is infra_error."""
+
+    image: str | None = None
+    """Container image for container backends; ignored by the local backend."""
+    network: Literal["none", "host"] = "none"
+    """``none`` denies all network access (a fresh network namespace)."""
+    timeout_seconds: float = Field(default=300.0, gt=0)
+    """Wall-clock bound; the whole process tree is killed when it fires."""
+    cpu_seconds: float | None = Field(default=None, gt=0)
+    """CPU-time bound of the phase's processes."""
+    cpus: float | None = Field(default=None, gt=0)
+    """CPU share (container backends)."""
+    memory_mb: int = Field(default=2048, ge=16)
+    """Memory bound, swap included."""
+    pids: int = Field(default=256, ge=8)
+    """Maximum number of processes and threads alive at once."""
+    disk_mb: int | None = Field(default=1024, ge=1)
+    """Bound on bytes written in the sandbox's writable area; ``null`` for none."""
+    output_bytes: int = Field(default=1 << 20, ge=1024)
+    """Per-stream cap on captured stdout/stderr; truncation is recorded."""
+    read_only_root: bool = True
+    """Everything outside the workspace (and a private /tmp) is read-only."""
+    env: tuple[str, ...] = ()
+    """Host environment variables allowed through (by name); nothing else leaks in."""
+    user: str | None = None
+    """Run as this user (container backends); ``null`` keeps the backend default."""
+
+
+class SandboxContract(_Frozen):
+    """Separate contracts for the agent phase and the verifier phase."""
+
+    agent: PhaseContract = PhaseContract()
+    verifier: PhaseContract = PhaseContract()
+
+
+class ArtifactRule(_Frozen):
+    """A file the verifier must leave behind, and what must hold of it."""
+
+    path: RelPath
+    """Path relative to the workspace."""
+    rule: Literal["exists", "non_empty", "junit", "json"] = "non_empty"
+    """``junit`` parses JUnit XML; ``json`` must parse as JSON."""
+    min_tests: int = Field(default=1, ge=0)
+    """For ``junit``: fewer executed tests than this is ``no_tests``."""
+    fail_to_pass: tuple[str, ...] = ()
+    """For ``junit``: tests (``classname::name`` or ``name``) that must be present and pass."""
+    pass_to_pass: tuple[str, ...] = ()
+    """For ``junit``: tests that passed before the change and must still pass."""
+
+
+class HiddenFile(_Frozen):
+    """A file copied into the verifier sandbox only; the agent never sees it."""
+
+    src: RelPath
+    """Source, relative to the case folder."""
+    dest: RelPath
+    """Destination, relative to the workspace; overwrites whatever the candidate has there."""
+
+
+class Verifier(_Frozen):
+    """How execution decides: a command, its expected exit status, required artifacts."""
+
+    command: tuple[str, ...] = Field(min_length=1)
+    """argv run in the workspace of a fresh verifier sandbox (use ``[sh, -c, ...]`` for shell)."""
+    expected_exit: int = 0
+    """Exit status that counts as success (together with every artifact rule)."""
+    artifacts: tuple[ArtifactRule, ...] = ()
+    """Files that must exist afterwards, with their rules."""
+    hidden: tuple[HiddenFile, ...] = ()
+    """Files injected only into the verifier sandbox."""
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split_string(cls, v: object) -> object:
+        if isinstance(v, str):
+            return ("sh", "-c", v)
+        return v
+
+
+class Reference(_Frozen):
+    """A reference solution, never shown to the agent; proves the verifier can go green."""
+
+    patch: RelPath
+    """Unified diff (``git apply`` format), relative to the case folder."""
+
+
+class Retired(_Frozen):
+    """A retired case is kept for history but no longer run."""
+
+    date: dt.date
+    reason: str = Field(min_length=1)
+
+
+class FeedbackChannel(_Frozen):
+    """Signals a correction attempt may see (what the deployed agent could also observe)."""
+
+    public_command: tuple[str, ...] | None = None
+    """A command whose output the deployed agent could see (e.g. the public test suite)."""
+    hidden_diagnostics: bool = False
+    """Whether hidden-test names and messages may reach the agent (default: never)."""
+
+
+class Case(_Frozen):
+    """One versioned golden-set case."""
+
+    schema_version: Literal[1] = CASE_SCHEMA_VERSION
+    id: Annotated[str, Field(pattern=_ID_RE)]
+    """Stable identity; the folder name must equal it."""
+    version: Annotated[int, Field(ge=1)]
+    """Bumped whenever anything about the case changes."""
+    title: str = ""
+    request: Annotated[str, Field(min_length=1)]
+    """The task as handed to the agent (markdown)."""
+    repo: RepoSource
+    tools: tuple[str, ...] = ()
+    """Tool names the agent may use (``HARNESS_TOOLS``)."""
+    limits: Limits = Limits()
+    contract: SandboxContract = SandboxContract()
+    verifier: Verifier
+    reference: Reference | None = None
+    lane: Literal["exec", "judgment"] = "exec"
+    """``judgment`` cases have no executable oracle: reported apart, never scored."""
+    expect: Literal["change", "abstain"] = "change"
+    """``abstain``: the correct outcome is to decline (impossible or unsafe request)."""
+    feedback: FeedbackChannel = FeedbackChannel()
+    critical: bool = False
+    """A critical case broken by the candidate fails the gate outright."""
+    tags: tuple[str, ...] = ()
+    retired: Retired | None = None
+
+    @model_validator(mode="after")
+    def _exec_needs_verifier_reference(self) -> Case:
+        if self.lane == "exec" and self.expect == "change" and self.reference is None:
+            raise ValueError(
+                "an exec-lane case needs a `reference` solution so that "
+                "`harness cases validate` can prove its verifier goes green"
+            )
+        return self

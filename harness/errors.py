@@ -1,0 +1,104 @@
+"""The one error tree of `harness`.
+
+::
+
+    HarnessError                     base; the CLI maps each branch to an exit code
+    ├── ConfigError                  bad user input: harness.yaml, policy, CLI options  (exit 2)
+    │   └── CaseError                a case folder, case.yaml or task-set lock is wrong   (exit 2)
+    ├── LockMismatchError            a locked case version's content changed             (exit 2)
+    ├── InfraError                   the environment broke; a trial becomes infra_error
+    │   ├── SandboxUnavailableError  a sandbox could not be created or could not run a command
+    │   └── ContractUnenforceableError
+    │                                the backend cannot enforce a contract bound (fail closed)
+    ├── EvaluatorError               the verifier could not run as specified; evaluator_error
+    ├── StoreError                   the record store is unreadable, locked or inconsistent
+    └── InvalidRunError              a run cannot be judged (system changed mid-run, …)
+
+Messages are written for the user: they name the file, the field and what was expected.
+A command that runs and fails inside a sandbox is *not* an error: it returns an
+``ExecResult``. Only a sandbox that cannot run it raises ``SandboxUnavailableError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "CaseError",
+    "ConfigError",
+    "ContractUnenforceableError",
+    "EvaluatorError",
+    "HarnessError",
+    "InfraError",
+    "InvalidRunError",
+    "LockMismatchError",
+    "SandboxUnavailableError",
+    "StoreError",
+]
+
+
+class HarnessError(Exception):
+    """Base of every error `harness` raises on purpose."""
+
+
+class ConfigError(HarnessError):
+    """User input is wrong: names the file, the field and what was expected."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: Path | str | None = None,
+        field: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.file = str(file) if file is not None else None
+        self.field = field
+        self.line = line
+        where = ""
+        if self.file:
+            where = self.file + (f":{line}" if line else "")
+        if field:
+            where = f"{where} [{field}]" if where else f"[{field}]"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.message = message
+
+
+class CaseError(ConfigError):
+    """A case definition (folder, case.yaml, referenced file, task-set lock) is wrong."""
+
+
+class LockMismatchError(HarnessError):
+    """A locked case version's content no longer matches the digest in the lock file."""
+
+
+class InfraError(HarnessError):
+    """The environment broke. The trial is neither credited nor blamed: ``infra_error``."""
+
+    def __init__(self, message: str, *, reason: str = "infra") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class SandboxUnavailableError(InfraError):
+    """A sandbox could not be created, or could not run a command at all."""
+
+
+class ContractUnenforceableError(InfraError):
+    """The backend cannot enforce a bound the contract asks for; fail closed."""
+
+    def __init__(self, message: str, *, bound: str) -> None:
+        super().__init__(message, reason=f"unenforceable:{bound}")
+        self.bound = bound
+
+
+class EvaluatorError(HarnessError):
+    """The verifier itself could not run as specified: ``evaluator_error``."""
+
+
+class StoreError(HarnessError):
+    """The store is unreadable, locked by another run, or inconsistent."""
+
+
+class InvalidRunError(HarnessError):
+    """A run cannot be judged, e.g. its system digest changed while it ran."""

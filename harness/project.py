@@ -1,0 +1,216 @@
+"""``harness.yaml`` → :class:`Project`: releases, paths, policy file.
+
+A release says how to invoke the agent and lists the components that define the system
+(model id, prompt version, tool definitions, orchestration code, sandbox image, retry
+policy). The *system digest* hashes those components, the content of every referenced
+file, the task-set digest and the harness version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness._yaml import load_model
+from harness.digest import digest_file, digest_json, tree_digest
+from harness.errors import ConfigError
+
+__all__ = [
+    "AgentSpec",
+    "Components",
+    "Project",
+    "ProjectFile",
+    "Release",
+    "RetryPolicy",
+    "SimulatedSettings",
+    "load_project",
+]
+
+PROJECT_FILE = "harness.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class SimulatedSettings(_Frozen):
+    """Settings of the labelled ``simulated`` demo agent (no LLM: applies or botches)."""
+
+    skill: dict[str, float] = Field(default_factory=dict)
+    """Probability of applying the reference change, per case id; ``default`` for the rest."""
+    overclaim: float = Field(default=0.0, ge=0, le=1)
+    """Probability of claiming success after botching."""
+    abstain: dict[str, float] = Field(default_factory=dict)
+    """Probability of abstaining, per case id (``default`` for the rest)."""
+    learns_from_feedback: float = Field(default=0.0, ge=0, le=1)
+    """On a correction attempt that received feedback, probability of fixing."""
+
+    def skill_for(self, case_id: str) -> float:
+        """Skill for ``case_id``, falling back to ``default`` (1.0 when absent)."""
+        return self.skill.get(case_id, self.skill.get("default", 1.0))
+
+    def abstain_for(self, case_id: str) -> float:
+        """Abstention probability for ``case_id`` (``default`` for the rest, else 0)."""
+        return self.abstain.get(case_id, self.abstain.get("default", 0.0))
+
+
+class AgentSpec(_Frozen):
+    """How the agent is invoked in the agent-phase sandbox."""
+
+    adapter: Literal["command", "simulated", "replay"] = "command"
+    command: tuple[str, ...] = ()
+    """argv for the ``command`` adapter (gets the HARNESS_* protocol variables)."""
+    simulated: SimulatedSettings | None = None
+    replay_run: str | None = None
+    """For ``replay``: the run whose recorded candidates are re-applied."""
+
+
+class RetryPolicy(_Frozen):
+    """Correction attempts: allowed only when a verifier run produced new evidence."""
+
+    max_attempts: int = Field(default=1, ge=1, le=10)
+    stop_on_identical_failure: bool = True
+    stop_on_infra_error: bool = True
+    wall_seconds: float | None = Field(default=None, gt=0)
+    """Budget of wall seconds per trial across attempts."""
+    infra_retries: int = Field(default=1, ge=0, le=5)
+    """How many times an infra_error is retried as infrastructure (never as feedback)."""
+
+
+class Components(_Frozen):
+    """What defines the system under test; all of it goes into the system digest."""
+
+    model: str = ""
+    prompt_version: str = ""
+    tools: tuple[str, ...] = ()
+    """Tool definitions (names or files relative to the project)."""
+    orchestration: tuple[str, ...] = ()
+    """Orchestration code paths (files or folders, relative to the project), hashed."""
+    sandbox_image: str | None = None
+    extra: dict[str, str] = Field(default_factory=dict)
+
+
+class Release(_Frozen):
+    """One release of the agent system."""
+
+    agent: AgentSpec
+    components: Components = Components()
+    retry: RetryPolicy = RetryPolicy()
+
+
+class ProjectFile(_Frozen):
+    """The ``harness.yaml`` file."""
+
+    schema_version: Literal[1] = 1
+    task_set: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")] = "golden"
+    """Name of the task set (its lock file is ``<cases_dir>/<task_set>.lock.yaml``)."""
+    cases_dir: str = "cases"
+    store_dir: str = ".harness"
+    reports_dir: str = "reports"
+    baselines_dir: str = "baselines"
+    policy: str | None = None
+    """Promotion policy file, relative to the project."""
+    backend: Literal["local", "docker"] = "local"
+    releases: dict[str, Release] = Field(min_length=1)
+
+
+class Project(BaseModel):
+    """A loaded project: the file's content plus resolved paths."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    root: Path
+    file: ProjectFile
+
+    @property
+    def cases_dir(self) -> Path:
+        """Folder holding ``<id>/case.yaml`` folders."""
+        return self.root / self.file.cases_dir
+
+    @property
+    def store_dir(self) -> Path:
+        """Record store folder."""
+        return self.root / self.file.store_dir
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where reports are written."""
+        return self.root / self.file.reports_dir
+
+    @property
+    def baselines_dir(self) -> Path:
+        """Promoted baselines."""
+        return self.root / self.file.baselines_dir
+
+    @property
+    def lock_path(self) -> Path:
+        """Task-set lock file."""
+        return self.cases_dir / f"{self.file.task_set}.lock.yaml"
+
+    @property
+    def policy_path(self) -> Path | None:
+        """Promotion policy file, when configured."""
+        return self.root / self.file.policy if self.file.policy else None
+
+    def release(self, name: str) -> Release:
+        """Return release ``name`` or raise a ConfigError listing the known ones."""
+        try:
+            return self.file.releases[name]
+        except KeyError:
+            known = ", ".join(sorted(self.file.releases))
+            raise ConfigError(
+                f"unknown release {name!r}; expected one of: {known}",
+                file=self.root / PROJECT_FILE,
+                field="releases",
+            ) from None
+
+    def system_definition(self, name: str, task_set_digest: str, harness_version: str) -> dict[str, Any]:
+        """Everything that defines release ``name``'s system, with file contents hashed.
+
+        Raises:
+            ConfigError: an orchestration path does not exist.
+        """
+        release = self.release(name)
+        hashed: dict[str, str] = {}
+        for rel in release.components.orchestration:
+            path = self.root / rel
+            if path.is_dir():
+                hashed[rel] = tree_digest(path, exclude=("__pycache__",))
+            elif path.is_file():
+                hashed[rel] = digest_file(path)
+            else:
+                raise ConfigError(
+                    "orchestration path does not exist",
+                    file=self.root / PROJECT_FILE,
+                    field=f"releases.{name}.components.orchestration",
+                )
+        return {
+            "release": name,
+            "agent": release.agent.model_dump(mode="json"),
+            "components": release.components.model_dump(mode="json"),
+            "orchestration_digests": hashed,
+            "retry": release.retry.model_dump(mode="json"),
+            "task_set_digest": task_set_digest,
+            "harness_version": harness_version,
+        }
+
+    def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
+        """Digest of :meth:`system_definition`."""
+        return digest_json(self.system_definition(name, task_set_digest, harness_version))
+
+
+def load_project(root: Path) -> Project:
+    """Load ``<root>/harness.yaml``.
+
+    Raises:
+        ConfigError: the file is missing, malformed or does not match the schema.
+    """
+    path = root / PROJECT_FILE
+    if not path.is_file():
+        raise ConfigError(
+            f"no {PROJECT_FILE} here; run from a project folder or pass --project", file=path
+        )
+    file, _ = load_model(path, ProjectFile)
+    return Project(root=root.resolve(), file=file)

@@ -1,0 +1,218 @@
+"""Stored records: verdicts, run records (one per trial) and release records.
+
+Every record is a frozen pydantic model with a ``schema_version``. Records are written
+once, atomically, and never edited: a later decision is a new record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.sandbox.base import Bound, Termination
+
+__all__ = [
+    "AgentClaim",
+    "Arm",
+    "AttemptRecord",
+    "CheckResult",
+    "FailureType",
+    "Outcome",
+    "PhaseRecord",
+    "ReleaseRecord",
+    "RunRecord",
+    "TrialKey",
+    "Verdict",
+]
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Outcome(str, enum.Enum):
+    """The four verdict kinds, never blurred."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    """The candidate's fault; carries a :class:`FailureType`."""
+    INFRA_ERROR = "infra_error"
+    """The environment broke: not credited, not blamed, counted, blocks promotion."""
+    EVALUATOR_ERROR = "evaluator_error"
+    """The verifier itself could not run as specified."""
+
+
+class FailureType(str, enum.Enum):
+    """Why a candidate failed."""
+
+    TEST_FAILURE = "test_failure"
+    NO_TESTS = "no_tests"
+    MISSING_ARTIFACT = "missing_artifact"
+    INVALID_ARTIFACT = "invalid_artifact"
+    TIMEOUT = "timeout"
+    CPU = "cpu"
+    MEMORY = "memory"
+    PIDS = "pids"
+    DISK = "disk"
+    AGENT_ERROR = "agent_error"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    ABSTAINED = "abstained"
+    UNEXPECTED_CHANGE = "unexpected_change"
+    """A case that expects abstention received a submitted change."""
+    NO_CHANGE = "no_change"
+    """The agent submitted but left the workspace untouched."""
+
+
+class Arm(str, enum.Enum):
+    """Which system a trial belongs to in a gated run."""
+
+    CANDIDATE = "candidate"
+    BASELINE = "baseline"
+
+
+class CheckResult(_Frozen):
+    """One mechanical check the verdict depends on (exit status, one artifact rule, …)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class Verdict(_Frozen):
+    """The judgement of one attempt: an outcome, a failure type and the checks behind it."""
+
+    outcome: Outcome
+    failure_type: FailureType | None = None
+    reason: str = ""
+    """One line a reviewer can read: what decided this verdict."""
+    checks: tuple[CheckResult, ...] = ()
+    failing_tests: tuple[str, ...] = ()
+    """Failing test ids from the structured report, when there is one."""
+    tests_run: int | None = None
+
+
+class PhaseRecord(_Frozen):
+    """One sandboxed command (agent or verifier) as it ran."""
+
+    phase: Literal["agent", "verifier"]
+    argv: tuple[str, ...]
+    exit_code: int | None
+    signal: int | None = None
+    termination: Termination
+    bound: Bound | None = None
+    duration_s: float
+    cpu_s: float | None = None
+    peak_memory_mb: float | None = None
+    stdout_blob: str | None = None
+    """Content address of the captured stdout in the blob store."""
+    stderr_blob: str | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    excerpt: str = ""
+    """Mechanically selected excerpt of the output (failures, tracebacks, tail)."""
+    image_id: str | None = None
+    downgraded: tuple[str, ...] = ()
+
+
+class AgentClaim(_Frozen):
+    """What the agent said about itself. Recorded; never changes a verdict."""
+
+    status: Literal["submitted", "abstained", "missing", "invalid"]
+    claim: str | None = None
+    claimed_success: bool | None = None
+    turns: int | None = None
+    usage: dict[str, float] = Field(default_factory=dict)
+
+
+class AttemptRecord(_Frozen):
+    """One attempt of a trial (correction attempts add more)."""
+
+    attempt: int = Field(ge=1)
+    candidate_digest: str | None = None
+    """Tree digest of the workspace after the agent: the candidate identity."""
+    diff_blob: str | None = None
+    diff_stats: dict[str, int] = Field(default_factory=dict)
+    agent: PhaseRecord | None = None
+    verifier: PhaseRecord | None = None
+    claim: AgentClaim | None = None
+    verdict: Verdict
+    feedback_blob: str | None = None
+    """Feedback package handed to this attempt (attempt 2 onwards)."""
+    tampering: tuple[str, ...] = ()
+    """Evidence of the agent touching what it should not (overwritten, ignored)."""
+    infra_retries: int = 0
+
+
+class TrialKey(_Frozen):
+    """Identity of one trial within a run."""
+
+    arm: Arm
+    release: str
+    case_id: str
+    case_version: int
+    trial: int = Field(ge=0)
+
+    def slug(self) -> str:
+        """Stable file-name-safe id."""
+        return f"{self.arm.value}--{self.case_id}--v{self.case_version}--t{self.trial:03d}"
+
+
+class RunRecord(_Frozen):
+    """Immutable record of one trial: what ran, where, and what execution decided."""
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    key: TrialKey
+    case_digest: str
+    system_digest: str
+    backend: str
+    backend_info: dict[str, str] = Field(default_factory=dict)
+    attempts: tuple[AttemptRecord, ...] = Field(min_length=1)
+    verdict: Verdict
+    """The trial's verdict: the last attempt's."""
+    stop_reason: str = "single_attempt"
+    """Why the correction loop stopped (``passed``, ``attempt_limit``, …)."""
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    harness_version: str
+
+    @property
+    def outcome(self) -> Outcome:
+        """Shorthand for ``verdict.outcome``."""
+        return self.verdict.outcome
+
+
+class ReleaseRecord(_Frozen):
+    """A run of a release over a task set: written before the first trial, then sealed.
+
+    The ``opened`` record carries everything fixed before execution (the promotion
+    policy's digest above all); the ``sealed`` record adds the trial ids and the result.
+    Both are separate immutable files.
+    """
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    run_id: str
+    release: str
+    system_digest: str
+    system: dict[str, Any]
+    """The components that define the system, as hashed."""
+    task_set: str
+    task_set_digest: str
+    cases: dict[str, str]
+    """case id → case digest of the versions this run uses."""
+    k: int = Field(ge=1)
+    backend: str
+    downgrade: tuple[str, ...] = ()
+    """Bounds the user explicitly allowed the backend not to enforce."""
+    baseline: str | None = None
+    baseline_system_digest: str | None = None
+    policy_digest: str | None = None
+    policy: dict[str, Any] | None = None
+    seed: int = 0
+    """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
+    created_at: dt.datetime
+    harness_version: str

@@ -1,0 +1,208 @@
+"""The `Sandbox` protocol every backend implements, and the data it returns.
+
+A backend turns a :class:`~harness.cases.model.PhaseContract` into an isolated place to
+run commands. The contract is all-or-nothing: a bound the backend cannot enforce raises
+:class:`~harness.errors.ContractUnenforceableError` when the session opens (fail closed),
+unless the caller passed that bound in ``downgrade``; the downgrade is then reported in
+:attr:`SandboxSession.downgraded` so it reaches the run record.
+
+Contract of :meth:`SandboxSession.exec`:
+
+* a command that runs and fails (non-zero exit, killed by a bound) **returns** an
+  :class:`ExecResult` whose :attr:`~ExecResult.termination` says which bound fired;
+* a sandbox that cannot run the command at all **raises**
+  :class:`~harness.errors.SandboxUnavailableError`.
+
+Layout inside every sandbox: the workspace (``paths.workspace``) is the only writable
+tree that survives between commands of a session, besides ``paths.io``, a private folder
+for protocol files (the agent's result, the request) that is never part of the candidate.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.cases.model import PhaseContract
+
+__all__ = [
+    "Bound",
+    "ExecResult",
+    "Sandbox",
+    "SandboxPaths",
+    "SandboxSession",
+    "Termination",
+]
+
+
+class Termination(str, enum.Enum):
+    """Why a command stopped. Which bound fired is data, never a string to match."""
+
+    EXIT = "exit"
+    """The process exited on its own (any status)."""
+    WALL_CLOCK = "wall_clock"
+    CPU = "cpu"
+    MEMORY = "memory"
+    PIDS = "pids"
+    DISK = "disk"
+    SIGNAL = "signal"
+    """Killed by a signal that no bound of ours explains."""
+
+
+class Bound(BaseModel):
+    """The bound that fired: its kind, the configured limit and the observed value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Termination
+    limit: float
+    """Configured limit, in the unit of the kind (seconds, MiB, processes)."""
+    observed: float | None = None
+    """What was measured when it fired, where the backend can tell."""
+
+
+class ExecResult(BaseModel):
+    """What one command did inside a sandbox."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    """Exit status, or ``None`` when the process was killed by a signal."""
+    signal: int | None = None
+    """Terminating signal number, if any."""
+    termination: Termination
+    bound: Bound | None = None
+    """Set when ``termination`` is a resource bound."""
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    """True when stdout exceeded the contract's ``output_bytes`` and was cut."""
+    stderr_truncated: bool = False
+    stdout_total: int = 0
+    """Bytes the command wrote to stdout, including any cut."""
+    stderr_total: int = 0
+    duration_s: float = Field(ge=0)
+    cpu_s: float | None = None
+    peak_memory_mb: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the process exited on its own with status 0."""
+        return self.termination is Termination.EXIT and self.exit_code == 0
+
+
+class SandboxPaths(BaseModel):
+    """Absolute paths as seen by commands inside the sandbox."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workspace: str
+    io: str
+
+
+@runtime_checkable
+class SandboxSession(Protocol):
+    """One isolated environment for one phase of one trial; disposed of afterwards."""
+
+    @property
+    def paths(self) -> SandboxPaths:
+        """Paths of the workspace and the private protocol folder, inside the sandbox."""
+        ...
+
+    @property
+    def downgraded(self) -> tuple[str, ...]:
+        """Bounds the caller allowed this session not to enforce."""
+        ...
+
+    @property
+    def image_id(self) -> str | None:
+        """Identity of the environment image, when the backend has one."""
+        ...
+
+    def put_tree(self, src: Path, dest: str = "") -> None:
+        """Copy the host directory ``src`` into the workspace at relative ``dest``.
+
+        Raises:
+            SandboxUnavailableError: the copy could not be made.
+        """
+        ...
+
+    def get_tree(self, dest: Path) -> None:
+        """Copy the whole workspace out into the (empty or missing) host directory ``dest``.
+
+        Raises:
+            SandboxUnavailableError: the copy could not be made.
+        """
+        ...
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` (absolute inside the sandbox, under workspace or io)."""
+        ...
+
+    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
+        """Read up to ``limit`` bytes of ``path`` inside the sandbox; ``None`` if absent."""
+        ...
+
+    def remove(self, path: str) -> None:
+        """Remove a file or tree at ``path`` inside the sandbox, if present."""
+        ...
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` under the session's contract.
+
+        ``env`` is added to the minimal environment (PATH, HOME, LANG) and the contract's
+        allowlisted host variables; nothing else from the host reaches the command.
+        ``timeout`` may only shorten the contract's wall-clock bound. ``cwd`` defaults to
+        the workspace.
+
+        Raises:
+            SandboxUnavailableError: the command could not be started at all.
+        """
+        ...
+
+    def close(self) -> None:
+        """Kill anything still running and remove every trace of the session."""
+        ...
+
+    def __enter__(self) -> SandboxSession: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A sandbox backend: opens isolated sessions that honour a phase contract."""
+
+    name: str
+
+    def open(
+        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+    ) -> SandboxSession:
+        """Open a fresh session with an empty workspace.
+
+        ``label`` names the session for cleanup and logs (release, case, trial, phase).
+        ``downgrade`` lists bound names (``network``, ``memory``, ``pids``, ``cpu``,
+        ``disk``, ``read_only_root``) the caller accepts not being enforced.
+
+        Raises:
+            ContractUnenforceableError: a bound cannot be enforced and was not downgraded.
+            SandboxUnavailableError: the backend cannot create a session.
+        """
+        ...
+
+    def describe(self) -> Mapping[str, str]:
+        """Backend facts for the run record (version, isolation mechanisms in use)."""
+        ...
