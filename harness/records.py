@@ -136,6 +136,8 @@ class AttemptRecord(_Frozen):
     candidate_digest: str | None = None
     """Tree digest of the workspace after the agent: the candidate identity."""
     diff_blob: str | None = None
+    candidate_blob: str | None = None
+    """Tarball of the candidate tree (lets ``replay`` re-verify it)."""
     diff_stats: dict[str, int] = Field(default_factory=dict)
     agent: PhaseRecord | None = None
     verifier: PhaseRecord | None = None

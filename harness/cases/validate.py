@@ -1,0 +1,120 @@
+"""``harness cases validate``: prove each verifier can go red and can go green.
+
+For every exec-lane case that expects a change, the verifier runs in a fresh sandbox on
+the untouched starting state (it must not pass) and on the starting state with the
+reference solution applied (it must pass). A verifier that cannot go red, or cannot go
+green, is reported as broken: its verdicts would carry no information.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import _proc
+from harness.cases.load import LoadedCase
+from harness.digest import tree_manifest
+from harness.errors import CaseError
+from harness.records import Outcome, Verdict
+from harness.sandbox.base import Sandbox
+from harness.trial import _Blobs, _Context, _verifier_phase, verdict_from_exception
+from harness.workspace import materialize
+
+__all__ = ["ValidationResult", "apply_patch", "validate_case", "validate_cases"]
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """The red/green proof of one case."""
+
+    case_id: str
+    status: str
+    """``ok``, ``broken`` or ``skipped``."""
+    red: Verdict | None
+    green: Verdict | None
+    message: str
+
+
+def apply_patch(patch: Path, tree: Path) -> None:
+    """Apply a unified diff to ``tree`` with ``git apply``.
+
+    Raises:
+        CaseError: the patch does not apply.
+    """
+    done = _proc.run(
+        ["git", "apply", "--whitespace=nowarn", str(patch.resolve())], cwd=str(tree), timeout=60
+    )
+    if done.returncode != 0:
+        raise CaseError(
+            f"reference patch does not apply: {done.stderr.decode(errors='replace').strip()}",
+            file=patch,
+        )
+
+
+def _verify(lc: LoadedCase, sandbox: Sandbox, tree: Path, tmp: Path, tag: str,
+            downgrade: frozenset[str]) -> Verdict:
+    from harness.records import Arm, TrialKey
+    from harness.project import AgentSpec, Release
+    from harness.trial import TrialSpec
+
+    spec = TrialSpec(
+        key=TrialKey(arm=Arm.CANDIDATE, release=f"validate-{tag}", case_id=lc.id,
+                     case_version=lc.version, trial=0),
+        project_root="",
+        case_dir=str(lc.dir),
+        case_digest=lc.digest,
+        release=Release(agent=AgentSpec(adapter="replay")),
+        system_digest="",
+        backend="",
+        downgrade=downgrade,
+    )
+    ctx = _Context(spec, lc, sandbox, tmp, tree, tree_manifest(tree), _Blobs())
+    try:
+        _, verdict, _ = _verifier_phase(ctx, 1 if tag == "red" else 2, tree)
+    except Exception as exc:  # noqa: BLE001 - same mapping as trials
+        return verdict_from_exception(exc)
+    return verdict
+
+
+def validate_case(lc: LoadedCase, sandbox: Sandbox, downgrade: frozenset[str] = frozenset()) -> ValidationResult:
+    """Run the red/green proof for one case."""
+    case = lc.case
+    if case.lane == "judgment":
+        return ValidationResult(lc.id, "skipped", None, None, "judgment lane: no executable oracle")
+    if case.expect == "abstain":
+        return ValidationResult(lc.id, "skipped", None, None, "expects abstention: no change to verify")
+    assert case.reference is not None
+    with tempfile.TemporaryDirectory(prefix="harness-validate-") as name:
+        tmp = Path(name)
+        red_tree, green_tree = tmp / "red", tmp / "green"
+        materialize(lc, red_tree)
+        materialize(lc, green_tree)
+        try:
+            apply_patch(lc.path(case.reference.patch), green_tree)
+        except CaseError as exc:
+            return ValidationResult(lc.id, "broken", None, None, str(exc))
+        red = _verify(lc, sandbox, red_tree, tmp, "red", downgrade)
+        green = _verify(lc, sandbox, green_tree, tmp, "green", downgrade)
+    problems = []
+    if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
+        Outcome.INFRA_ERROR,
+        Outcome.EVALUATOR_ERROR,
+    ):
+        bad = red if red.outcome is not Outcome.FAIL else green
+        return ValidationResult(lc.id, "broken", red, green, f"could not verify: {bad.reason}")
+    if red.outcome is Outcome.PASS:
+        problems.append("cannot go red: the verifier passes on the untouched starting state")
+    if green.outcome is not Outcome.PASS:
+        problems.append(f"cannot go green: the reference solution fails ({green.reason})")
+    if problems:
+        return ValidationResult(lc.id, "broken", red, green, "; ".join(problems))
+    return ValidationResult(lc.id, "ok", red, green, f"red: {red.reason} · green: {green.reason}")
+
+
+def validate_cases(
+    cases: Sequence[LoadedCase], sandbox: Sandbox, downgrade: frozenset[str] = frozenset()
+) -> list[ValidationResult]:
+    """Validate every case, in order."""
+    return [validate_case(lc, sandbox, downgrade) for lc in cases]

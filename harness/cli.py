@@ -1,0 +1,451 @@
+"""The ``harness`` command line: parse, call the library, print, exit with a code.
+
+Every command is a short pipeline of library calls; a :class:`~harness.errors.HarnessError`
+becomes a one-line message on stderr and its exit code (see :mod:`harness.exitcodes`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness import __version__
+from harness.errors import (
+    ConfigError,
+    HarnessError,
+    InfraError,
+    InvalidRunError,
+    LockMismatchError,
+    StoreError,
+)
+from harness.exitcodes import ExitCode
+
+F = TypeVar("F", bound=Callable[..., Any])
+err = Console(stderr=True)
+out = Console()
+
+
+def _handle_errors(fn: F) -> F:
+    """Turn HarnessErrors into a message and an exit code; never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError, LockMismatchError) as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            sys.exit(ExitCode.USAGE)
+        except (InfraError, InvalidRunError) as exc:
+            err.print(f"[bold red]blocked:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(ExitCode.BLOCKED)
+        except StoreError as exc:
+            err.print(f"[bold red]store error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(ExitCode.USAGE)
+        except HarnessError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(ExitCode.USAGE)
+
+    return wrapper  # type: ignore[return-value]
+
+
+project_option = click.option(
+    "--project",
+    "project_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Project folder holding harness.yaml.",
+)
+
+
+class _Group(click.Group):
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.exit_code = ExitCode.USAGE
+            raise
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="harness")
+def main() -> None:
+    """Golden-set release testing for coding agents: execution decides whether work moves."""
+
+
+# ------------------------------------------------------------------------------ run
+
+
+@main.command()
+@project_option
+@click.option("--release", required=True, help="Release (in harness.yaml) to test.")
+@click.option("--k", "k", type=int, default=5, show_default=True, help="Trials per case.")
+@click.option("--baseline", default=None, help="Promoted baseline to re-execute and compare with.")
+@click.option("--backend", type=click.Choice(["local", "docker"]), default=None,
+              help="Sandbox backend (default: harness.yaml's).")
+@click.option("--executor", "executor_name", type=click.Choice(["local", "dask"]), default="local",
+              show_default=True, help="Where trials run.")
+@click.option("--scheduler", default=None, help="Dask scheduler address (with --executor dask).")
+@click.option("--jobs", type=int, default=None, help="Parallel trials (default: core count).")
+@click.option("--case", "only", multiple=True, help="Run only this case (repeatable).")
+@click.option("--allow-unenforced", "downgrade", multiple=True,
+              help="Accept that the backend cannot enforce this bound (recorded in the release "
+                   "record): network, memory, pids, cpu, disk, read_only_root.")
+@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the same one.")
+@click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
+@click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
+@_handle_errors
+def run(
+    project_dir: Path,
+    release: str,
+    k: int,
+    baseline: str | None,
+    backend: str | None,
+    executor_name: str,
+    scheduler: str | None,
+    jobs: int | None,
+    only: tuple[str, ...],
+    downgrade: tuple[str, ...],
+    fresh: bool,
+    warn_ok: bool,
+    no_report: bool,
+) -> None:
+    """Run every case K times for RELEASE, judge, and gate against the baseline."""
+    from harness.decision import decide_run
+    from harness.project import load_project
+    from harness.run import execute, plan_run
+    from harness.store import Store
+
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}", field="--jobs")
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    plan = plan_run(
+        project, release, k, backend=backend, baseline=baseline, downgrade=downgrade,
+        only=only or None, fresh=fresh, store=store,
+    )
+    executor = _executor(executor_name, scheduler, jobs)
+    with store.open_run(plan.record) as handle:
+        done_before = len(handle.done())
+        err.print(
+            f"run [bold]{handle.run_id}[/] · release {release} · system "
+            f"{plan.record.system_digest[7:19]} · {len(plan.cases)} cases × k={k}"
+            + (f" × 2 arms (baseline {baseline})" if baseline else "")
+            + (f" · resuming, {done_before} trials already recorded" if done_before else ""),
+            highlight=False,
+        )
+        with Progress(
+            TextColumn("[progress.description]{task.description}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
+        ) as progress:
+            task = progress.add_task("trials", total=len(plan.specs), completed=done_before)
+            try:
+                ran, skipped = execute(
+                    handle, plan.specs, executor,
+                    on_record=lambda rec, _w: progress.advance(task),
+                )
+            finally:
+                executor.close()
+        decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
+    _print_run_table(store, handle.run_id, decision)
+    if not no_report:
+        _write_reports(project, store, handle.run_id)
+    _print_decision(decision)
+    sys.exit(decision.exit_code(warn_ok=warn_ok))
+
+
+def _executor(name: str, scheduler: str | None, jobs: int | None) -> Any:
+    if name == "dask":
+        from harness.executors.dask import DaskExecutor
+
+        return DaskExecutor(scheduler=scheduler, jobs=jobs)
+    if scheduler:
+        raise ConfigError("--scheduler needs --executor dask", field="--scheduler")
+    from harness.executors.local import LocalExecutor
+
+    return LocalExecutor(jobs)
+
+
+def _write_reports(project: Any, store: Any, run_id: str) -> None:
+    try:
+        from harness.report import write_html_report
+    except ImportError:
+        return
+    path = write_html_report(project, store, run_id)
+    err.print(f"report: {path}", highlight=False)
+
+
+def _print_run_table(store: Any, run_id: str, decision: Any) -> None:
+    table = Table(title=f"run {run_id}", show_lines=False)
+    for col in ("case", "arm", "trials", "pass", "fail", "infra", "pass rate", "pass^k", "pass@k", "label"):
+        table.add_column(col, justify="right" if col not in ("case", "arm", "trials", "label") else "left")
+    for row in decision.case_rows():
+        table.add_row(*row)
+    out.print(table)
+
+
+def _print_decision(decision: Any) -> None:
+    color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}[decision.verdict]
+    out.print(f"[bold {color}]{decision.verdict.upper()}[/]  {decision.headline}", highlight=False)
+    for reason in decision.reasons:
+        out.print(f"  - {reason}", highlight=False, soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------ gate/show
+
+
+@main.command()
+@project_option
+@click.argument("run_ref", default="latest")
+@click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+@_handle_errors
+def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
+    """Recompute the promotion decision of RUN from its stored records."""
+    from harness.decision import decide_run
+    from harness.project import load_project
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    run_id = store.resolve_run(run_ref)
+    decision = decide_run(project, store, run_id, write=False)
+    if as_json:
+        out.print_json(data=decision.to_json())
+    else:
+        _print_decision(decision)
+    sys.exit(decision.exit_code(warn_ok=warn_ok))
+
+
+@main.command()
+@project_option
+@click.argument("run_ref", default="latest")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_handle_errors
+def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
+    """Show a run: its release record and every trial's verdict and attempts."""
+    from harness.project import load_project
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    run_id = store.resolve_run(run_ref)
+    record = store.release(run_id)
+    trials = store.trials(run_id)
+    if as_json:
+        data = {
+            "release": record.model_dump(mode="json"),
+            "trials": [t.model_dump(mode="json") for t in trials],
+            "results": store.results(run_id),
+        }
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    out.print(f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}")
+    out.print(f"system   {record.system_digest}")
+    out.print(f"task set {record.task_set} {record.task_set_digest}")
+    out.print(f"policy   {record.policy_digest or '(none)'}")
+    if record.baseline:
+        out.print(f"baseline {record.baseline} {record.baseline_system_digest}")
+    if record.downgrade:
+        out.print(f"[yellow]unenforced bounds accepted: {', '.join(record.downgrade)}[/]")
+    table = Table()
+    for col in ("trial", "verdict", "failure", "attempts", "stop", "candidate", "reason"):
+        table.add_column(col)
+    for t in trials:
+        v = t.verdict
+        lineage = " → ".join(
+            f"{a.verdict.outcome.value}" + (f"({a.verdict.failure_type.value})" if a.verdict.failure_type else "")
+            for a in t.attempts
+        )
+        cand = (t.attempts[-1].candidate_digest or "")[7:19]
+        table.add_row(
+            t.key.slug(), v.outcome.value, v.failure_type.value if v.failure_type else "",
+            lineage, t.stop_reason, cand, v.reason[:80],
+        )
+    out.print(table)
+
+
+# ------------------------------------------------------------------------------ report
+
+
+@main.command()
+@project_option
+@click.argument("run_ref", default="latest")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a JUnit XML file.")
+@click.option("--summary", "summary_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Also write a Markdown summary (CI job summary).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the decision and per-case table as JSON.")
+@_handle_errors
+def report(project_dir: Path, run_ref: str, junit_path: Path | None, summary_path: Path | None,
+           json_path: Path | None) -> None:
+    """Write the HTML report (and optional JUnit / Markdown / JSON) for RUN."""
+    from harness.project import load_project
+    from harness.report import write_reports
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    run_id = store.resolve_run(run_ref)
+    paths = write_reports(project, store, run_id, junit=junit_path, summary=summary_path,
+                          json_path=json_path)
+    for p in paths:
+        out.print(str(p), highlight=False)
+
+
+# ------------------------------------------------------------------------------ cases
+
+
+@main.group()
+def cases() -> None:
+    """List, lock, check and validate the golden-set cases."""
+
+
+@cases.command("list")
+@project_option
+@_handle_errors
+def cases_list(project_dir: Path) -> None:
+    """List cases with version, lane and digest."""
+    from harness.cases.load import load_cases
+    from harness.project import load_project
+
+    project = load_project(project_dir)
+    table = Table()
+    for col in ("id", "version", "lane", "expect", "critical", "retired", "digest", "title"):
+        table.add_column(col)
+    for lc in load_cases(project.cases_dir):
+        c = lc.case
+        table.add_row(
+            c.id, str(c.version), c.lane, c.expect, "yes" if c.critical else "",
+            str(c.retired.date) if c.retired else "", lc.digest[7:19], c.title,
+        )
+    out.print(table)
+
+
+@cases.command("lock")
+@project_option
+@_handle_errors
+def cases_lock(project_dir: Path) -> None:
+    """Pin new case versions in the task-set lock (refuses changed locked versions)."""
+    from harness.cases.load import load_cases
+    from harness.cases.lock import lock_cases, read_lock, write_lock
+    from harness.project import load_project
+
+    project = load_project(project_dir)
+    loaded = load_cases(project.cases_dir)
+    lock, added = lock_cases(loaded, read_lock(project.lock_path, project.file.task_set))
+    if added:
+        write_lock(project.lock_path, lock)
+        for a in added:
+            out.print(f"locked {a}", highlight=False)
+    else:
+        out.print("lock is up to date", highlight=False)
+
+
+@cases.command("check")
+@project_option
+@_handle_errors
+def cases_check(project_dir: Path) -> None:
+    """Fail when a locked case version's content changed (names the files)."""
+    from harness.cases.load import load_cases
+    from harness.cases.lock import check_lock, read_lock
+    from harness.project import load_project
+
+    project = load_project(project_dir)
+    mismatches = check_lock(load_cases(project.cases_dir), read_lock(project.lock_path, project.file.task_set))
+    if mismatches:
+        for m in mismatches:
+            err.print(f"[red]✗[/] {m.describe()}", highlight=False, soft_wrap=True)
+        sys.exit(ExitCode.USAGE)
+    out.print("all cases match the lock", highlight=False)
+
+
+@cases.command("validate")
+@project_option
+@click.option("--backend", type=click.Choice(["local", "docker"]), default=None)
+@click.option("--case", "only", multiple=True, help="Validate only this case (repeatable).")
+@click.option("--allow-unenforced", "downgrade", multiple=True)
+@_handle_errors
+def cases_validate(project_dir: Path, backend: str | None, only: tuple[str, ...],
+                   downgrade: tuple[str, ...]) -> None:
+    """Prove each verifier fails on the starting state and passes on the reference."""
+    from harness.cases.load import load_cases
+    from harness.cases.validate import validate_cases
+    from harness.project import load_project
+    from harness.sandbox.registry import get_backend
+
+    project = load_project(project_dir)
+    loaded = load_cases(project.cases_dir, only or None)
+    results = validate_cases(loaded, get_backend(backend or project.file.backend), frozenset(downgrade))
+    broken = 0
+    for r in results:
+        mark = {"ok": "[green]✓[/]", "broken": "[red]✗[/]", "skipped": "[dim]-[/]"}[r.status]
+        out.print(f"{mark} {r.case_id}: {r.message}", highlight=False, soft_wrap=True)
+        broken += r.status == "broken"
+    if broken:
+        err.print(f"{broken} case(s) have a verifier that cannot go red or cannot go green")
+        sys.exit(ExitCode.USAGE)
+
+
+# ------------------------------------------------------------------------------ baseline
+
+
+@main.group()
+def baseline() -> None:
+    """Promote and inspect baselines."""
+
+
+@baseline.command("promote")
+@project_option
+@click.argument("run_ref")
+@click.option("--name", required=True, help="Baseline name, e.g. production-previous.")
+@click.option("--force", is_flag=True, help="Replace an existing baseline of that name.")
+@_handle_errors
+def baseline_promote(project_dir: Path, run_ref: str, name: str, force: bool) -> None:
+    """Store finished run RUN as baseline NAME (git-friendly files)."""
+    from harness.baseline import promote
+    from harness.project import load_project
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    dest = promote(store, store.resolve_run(run_ref), name, project.baselines_dir, force=force)
+    out.print(f"promoted to {dest}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ sandbox
+
+
+@main.group()
+def sandbox() -> None:
+    """Sandbox maintenance."""
+
+
+@sandbox.command("prune")
+@_handle_errors
+def sandbox_prune() -> None:
+    """Remove leftovers of killed runs (harness-labelled containers, stale local sessions)."""
+    from harness.sandbox.prune import prune_all
+
+    for line in prune_all():
+        out.print(line, highlight=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

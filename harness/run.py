@@ -1,0 +1,239 @@
+"""Plan and execute a release run: cases × k × {candidate, baseline}, resumable.
+
+The plan is fixed before the first trial: the release record (system digest, task-set
+digest, case digests, k, backend, downgrades, baseline, promotion-policy digest, the seed
+of the interleaved order) is written to the store first. Trials already recorded for the
+same run identity are not run again; only the coordinator writes records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.baseline import Baseline, load_baseline
+from harness.cases.load import LoadedCase, load_cases
+from harness.cases.lock import check_lock, read_lock, task_set_digest
+from harness.digest import digest_json, short
+from harness.errors import ConfigError, InvalidRunError, LockMismatchError
+from harness.executors import Executor
+from harness.project import Project, Release
+from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
+from harness.store import RunHandle, Store
+from harness.trial import TrialOutput, TrialSpec
+
+__all__ = ["PlannedRun", "check_system_unchanged", "execute", "load_locked_cases", "plan_run"]
+
+DOWNGRADABLE = frozenset({"network", "memory", "pids", "cpu", "disk", "read_only_root"})
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run whose identity and trial list are fixed."""
+
+    record: ReleaseRecord
+    specs: list[TrialSpec]
+    cases: list[LoadedCase]
+    baseline: Baseline | None
+
+
+def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
+    """Load the active cases and check them against the task-set lock.
+
+    Raises:
+        LockMismatchError: a case is unlocked or changed beneath its locked digest.
+    """
+    cases = [lc for lc in load_cases(project.cases_dir, only) if lc.active]
+    if not cases:
+        raise ConfigError("no active cases to run", file=project.cases_dir)
+    mismatches = check_lock(cases, read_lock(project.lock_path, project.file.task_set))
+    if mismatches:
+        raise LockMismatchError(
+            f"{project.lock_path}: " + "; ".join(m.describe() for m in mismatches)
+        )
+    return cases
+
+
+def _policy(project: Project) -> tuple[str | None, dict[str, Any] | None]:
+    path = project.policy_path
+    if path is None:
+        return None, None
+    from harness.policy import load_policy, policy_digest
+
+    policy = load_policy(path)
+    return policy_digest(policy), policy.model_dump(mode="json")
+
+
+def plan_run(
+    project: Project,
+    release_name: str,
+    k: int,
+    *,
+    backend: str | None = None,
+    baseline: str | None = None,
+    downgrade: Sequence[str] = (),
+    only: Sequence[str] | None = None,
+    fresh: bool = False,
+    store: Store | None = None,
+) -> PlannedRun:
+    """Fix the identity and the trial list of a run.
+
+    Raises:
+        ConfigError: unknown release, baseline, downgrade name or invalid k.
+        LockMismatchError: cases differ from the lock.
+    """
+    if k < 1:
+        raise ConfigError(f"--k must be at least 1, got {k}", field="--k")
+    bad = sorted(set(downgrade) - DOWNGRADABLE)
+    if bad:
+        raise ConfigError(
+            f"cannot downgrade {', '.join(bad)}; expected any of: {', '.join(sorted(DOWNGRADABLE))}",
+            field="--allow-unenforced",
+        )
+    release = project.release(release_name)
+    backend = backend or project.file.backend
+    cases = load_locked_cases(project, only)
+    ts_digest = task_set_digest(project.file.task_set, cases)
+    sysdef = project.system_definition(release_name, ts_digest, __version__)
+    sys_digest = digest_json(sysdef)
+    pol_digest, pol = _policy(project)
+
+    base: Baseline | None = None
+    base_release: Release | None = None
+    base_digest: str | None = None
+    if baseline is not None:
+        base = load_baseline(project.baselines_dir, baseline)
+        base_release = base.release_definition
+        base_def = dict(base.file.release.system, task_set_digest=ts_digest, harness_version=__version__)
+        base_digest = digest_json(base_def)
+
+    identity = {
+        "release": release_name,
+        "system_digest": sys_digest,
+        "k": k,
+        "backend": backend,
+        "downgrade": sorted(downgrade),
+        "baseline": baseline,
+        "baseline_system_digest": base_digest,
+        "policy_digest": pol_digest,
+    }
+    run_id = f"{release_name}-{short(digest_json(identity), 10)}"
+    if fresh and store is not None:
+        n = 2
+        stem = run_id
+        while store.run_dir(run_id).exists():
+            run_id = f"{stem}.{n}"
+            n += 1
+    record = ReleaseRecord(
+        run_id=run_id,
+        release=release_name,
+        system_digest=sys_digest,
+        system=sysdef,
+        task_set=project.file.task_set,
+        task_set_digest=ts_digest,
+        cases={lc.id: lc.digest for lc in cases},
+        k=k,
+        backend=backend,
+        downgrade=tuple(sorted(downgrade)),
+        baseline=baseline,
+        baseline_system_digest=base_digest,
+        policy_digest=pol_digest,
+        policy=pol,
+        seed=secrets.randbits(32),
+        created_at=dt.datetime.now(dt.UTC),
+        harness_version=__version__,
+    )
+    specs = _specs(project, record, release, cases, base_release, baseline)
+    return PlannedRun(record=record, specs=specs, cases=cases, baseline=base)
+
+
+def _specs(
+    project: Project,
+    record: ReleaseRecord,
+    release: Release,
+    cases: Sequence[LoadedCase],
+    base_release: Release | None,
+    baseline: str | None,
+) -> list[TrialSpec]:
+    arms: list[tuple[Arm, str, Release, str]] = [
+        (Arm.CANDIDATE, record.release, release, record.system_digest)
+    ]
+    if base_release is not None and baseline is not None:
+        assert record.baseline_system_digest is not None
+        arms.append((Arm.BASELINE, baseline, base_release, record.baseline_system_digest))
+    specs = []
+    for lc in cases:
+        for arm, name, rel, digest in arms:
+            for t in range(record.k):
+                key = TrialKey(
+                    arm=arm, release=name, case_id=lc.id, case_version=lc.version, trial=t
+                )
+                specs.append(
+                    TrialSpec(
+                        key=key,
+                        project_root=str(project.root),
+                        case_dir=str(lc.dir),
+                        case_digest=lc.digest,
+                        release=rel,
+                        system_digest=digest,
+                        backend=record.backend,
+                        downgrade=frozenset(record.downgrade),
+                        record_path=str(
+                            project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
+                        ),
+                    )
+                )
+    return specs
+
+
+def execute(
+    handle: RunHandle,
+    specs: Sequence[TrialSpec],
+    executor: Executor,
+    *,
+    on_record: Callable[[RunRecord, bool], None] | None = None,
+) -> tuple[int, int]:
+    """Run the specs not yet recorded, in the run's seeded interleaved order.
+
+    Returns (trials run now, trials already recorded and skipped).
+    """
+    done = handle.done()
+    todo = [s for s in specs if s.key.slug() not in done]
+    random.Random(handle.record.seed).shuffle(todo)
+    ran = 0
+    output: TrialOutput
+    for output in executor.run(todo):
+        written = handle.add_trial(output.record, output.blobs)
+        ran += int(written)
+        if on_record is not None:
+            on_record(output.record, written)
+    return ran, len(specs) - len(todo)
+
+
+def check_system_unchanged(project: Project, record: ReleaseRecord, root: Path | None = None) -> None:
+    """Recompute the system digest after the run.
+
+    Raises:
+        InvalidRunError: the release's components, the cases or the harness changed mid-run.
+    """
+    try:
+        cases = load_locked_cases(project, sorted(record.cases))
+    except (ConfigError, LockMismatchError) as exc:
+        raise InvalidRunError(f"cases changed while the run was in progress: {exc}") from None
+    now = {lc.id: lc.digest for lc in cases}
+    if now != record.cases:
+        changed = sorted(k for k in record.cases if now.get(k) != record.cases[k])
+        raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
+    ts = task_set_digest(project.file.task_set, cases)
+    digest = project.system_digest(record.release, ts, __version__)
+    if digest != record.system_digest:
+        raise InvalidRunError(
+            f"system digest changed during the run ({short(record.system_digest)} → "
+            f"{short(digest)}): a component of release {record.release!r} was modified"
+        )

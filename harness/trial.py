@@ -1,0 +1,416 @@
+"""One trial: starting state → agent → candidate → fresh verifier sandbox → verdict.
+
+A trial may hold several *attempts* when the release's retry policy allows correction:
+each revision gets a new candidate identity, a fresh verifier sandbox and the feedback
+package built mechanically from the previous attempt's external evidence. The trial's
+verdict is the last attempt's.
+
+Exceptions become verdicts in exactly one place, :func:`verdict_from_exception`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import __version__
+from harness.agents import prepare_agent
+from harness.cases.load import LoadedCase, load_case
+from harness.digest import tree_manifest
+from harness.errors import EvaluatorError, HarnessError, InfraError
+from harness.excerpt import select_excerpt
+from harness.project import Release
+from harness.records import (
+    AttemptRecord,
+    FailureType,
+    Outcome,
+    PhaseRecord,
+    RunRecord,
+    TrialKey,
+    Verdict,
+)
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession
+from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
+from harness.workspace import Candidate, extract_tree, materialize, snapshot
+
+__all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception"]
+
+_RESULT_LIMIT = 1 << 20
+_ARTIFACT_LIMIT = 32 << 20
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything a worker needs to run one trial: plain, picklable data."""
+
+    key: TrialKey
+    project_root: str
+    case_dir: str
+    case_digest: str
+    release: Release
+    system_digest: str
+    backend: str
+    downgrade: frozenset[str] = frozenset()
+    replay_tarball: bytes | None = None
+    """For the ``replay`` adapter: the recorded candidate tree to re-verify."""
+    record_path: str = ""
+    """Where the coordinator will store this trial's record (quoted in feedback)."""
+
+
+@dataclass
+class TrialOutput:
+    """A finished trial: its record and the blobs the record refers to."""
+
+    record: RunRecord
+    blobs: dict[str, bytes] = field(default_factory=dict)
+
+
+def verdict_from_exception(exc: BaseException) -> Verdict:
+    """The one place where an exception becomes a verdict.
+
+    ``InfraError`` (and OS-level failures of the harness host) → ``infra_error``: the
+    environment broke. ``EvaluatorError``, a case that cannot be loaded, and any other
+    unexpected exception → ``evaluator_error``: the evaluation itself could not run as
+    specified. Neither is ever a pass or a fail.
+    """
+    if isinstance(exc, InfraError):
+        return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"{exc.reason}: {exc}")
+    if isinstance(exc, OSError):
+        return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"host: {type(exc).__name__}: {exc}")
+    if isinstance(exc, HarnessError):
+        return Verdict(outcome=Outcome.EVALUATOR_ERROR, reason=f"{type(exc).__name__}: {exc}")
+    tb = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return Verdict(outcome=Outcome.EVALUATOR_ERROR, reason=f"unexpected: {tb}")
+
+
+class _Blobs:
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        from harness.digest import digest_bytes
+
+        d = digest_bytes(data)
+        self.data[d] = data
+        return d
+
+
+def _phase_record(
+    phase: str, res: ExecResult, session: SandboxSession, blobs: _Blobs
+) -> PhaseRecord:
+    return PhaseRecord(
+        phase=phase,  # type: ignore[arg-type]
+        argv=res.argv,
+        exit_code=res.exit_code,
+        signal=res.signal,
+        termination=res.termination,
+        bound=res.bound,
+        duration_s=res.duration_s,
+        cpu_s=res.cpu_s,
+        peak_memory_mb=res.peak_memory_mb,
+        stdout_blob=blobs.put(res.stdout),
+        stderr_blob=blobs.put(res.stderr),
+        stdout_truncated=res.stdout_truncated,
+        stderr_truncated=res.stderr_truncated,
+        excerpt=select_excerpt(res.stdout, res.stderr),
+        image_id=session.image_id,
+        downgraded=session.downgraded,
+    )
+
+
+@dataclass
+class _Context:
+    spec: TrialSpec
+    lc: LoadedCase
+    sandbox: Sandbox
+    tmp: Path
+    start_dir: Path
+    start_manifest: dict[str, str]
+    blobs: _Blobs
+
+
+def _label(ctx: _Context, phase: str, attempt: int) -> str:
+    return f"{ctx.spec.key.slug()}--a{attempt}--{phase}"
+
+
+def _agent_phase(
+    ctx: _Context, attempt: int, base: Path, feedback: bytes | None, out: Path
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
+    """Run the agent on ``base``; leave the candidate tree in ``out``."""
+    case = ctx.lc.case
+    if ctx.spec.release.agent.adapter == "replay":
+        if ctx.spec.replay_tarball is None:
+            raise EvaluatorError("replay: no recorded candidate for this trial")
+        extract_tree(ctx.spec.replay_tarball, out)
+        return None, None, None
+    contract = case.contract.agent
+    timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
+    with ctx.sandbox.open(
+        contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade
+    ) as s:
+        s.put_tree(base)
+        inv = prepare_agent(
+            ctx.spec.key.release,
+            ctx.spec.release,
+            ctx.lc,
+            trial=ctx.spec.key.trial,
+            attempt=attempt,
+            io_dir=s.paths.io,
+            workspace=s.paths.workspace,
+            feedback=feedback,
+            project_root=ctx.spec.project_root,
+        )
+        for name, data in inv.io_files.items():
+            s.write_file(f"{s.paths.io}/{name}", data)
+        assert inv.argv is not None
+        res = s.exec(inv.argv, env=inv.env, timeout=timeout)
+        result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
+        s.get_tree(out)
+        return _phase_record("agent", res, s, ctx.blobs), res, result_file
+
+
+def _stage_hidden(ctx: _Context, candidate_dir: Path, stage: Path) -> list[str]:
+    """Copy hidden files into ``stage``; report candidate files they overwrite."""
+    notes: list[str] = []
+    stage.mkdir(parents=True, exist_ok=True)
+    for hidden in ctx.lc.case.verifier.hidden:
+        src = ctx.lc.path(hidden.src)
+        dest = stage / hidden.dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, dest)
+        theirs = candidate_dir / hidden.dest
+        if theirs.exists() or theirs.is_symlink():
+            if theirs.is_file() and src.is_file() and theirs.read_bytes() == src.read_bytes():
+                continue
+            notes.append(f"candidate has {hidden.dest} (a hidden path); overwritten by the case's file")
+    return notes
+
+
+def _verifier_phase(
+    ctx: _Context, attempt: int, candidate_dir: Path
+) -> tuple[PhaseRecord, Verdict, list[str]]:
+    case = ctx.lc.case
+    tampering: list[str] = []
+    stage = ctx.tmp / f"hidden-{attempt}"
+    tampering += _stage_hidden(ctx, candidate_dir, stage)
+    with ctx.sandbox.open(
+        case.contract.verifier, label=_label(ctx, "verifier", attempt), downgrade=ctx.spec.downgrade
+    ) as v:
+        v.put_tree(candidate_dir)
+        ws = v.paths.workspace
+        for rule in case.verifier.artifacts:
+            if (candidate_dir / rule.path).exists():
+                tampering.append(f"candidate shipped required artifact {rule.path}; removed before verifying")
+                v.remove(f"{ws}/{rule.path}")
+        v.put_tree(stage)
+        res = v.exec(case.verifier.command, timeout=case.contract.verifier.timeout_seconds)
+        artifacts = {
+            rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
+            for rule in case.verifier.artifacts
+        }
+        record = _phase_record("verifier", res, v, ctx.blobs)
+    return record, judge_verifier(res, case.verifier, artifacts), tampering
+
+
+def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[str, object] | None:
+    """Run the case's public feedback command on the candidate, without hidden files."""
+    cmd = ctx.lc.case.feedback.public_command
+    if not cmd:
+        return None
+    with ctx.sandbox.open(
+        ctx.lc.case.contract.verifier,
+        label=_label(ctx, "feedback", attempt),
+        downgrade=ctx.spec.downgrade,
+    ) as s:
+        s.put_tree(candidate_dir)
+        res = s.exec(cmd, timeout=ctx.lc.case.contract.verifier.timeout_seconds)
+    return {
+        "command": list(cmd),
+        "exit_status": res.exit_code,
+        "termination": res.termination.value,
+        "excerpt": select_excerpt(res.stdout, res.stderr, limit=3000),
+    }
+
+
+def build_feedback(ctx: _Context, attempt: AttemptRecord, candidate_dir: Path) -> bytes:
+    """The feedback package for the next attempt, built mechanically (no model).
+
+    Hidden-test names, contents and verifier output reach it only when the case declares
+    the ``hidden_diagnostics`` channel; otherwise only what the deployed agent could also
+    observe: its own exit status, the bound that fired, the failure type, and the output of
+    the case's public command.
+    """
+    case = ctx.lc.case
+    verdict = attempt.verdict
+    phase = attempt.verifier or attempt.agent
+    package: dict[str, object] = {
+        "attempt": attempt.attempt,
+        "candidate": attempt.candidate_digest,
+        "verdict": verdict.outcome.value,
+        "failure_type": verdict.failure_type.value if verdict.failure_type else None,
+        "record": ctx.spec.record_path,
+    }
+    if attempt.agent is not None:
+        package["agent"] = {
+            "exit_status": attempt.agent.exit_code,
+            "termination": attempt.agent.termination.value,
+            "bound": attempt.agent.bound.model_dump(mode="json") if attempt.agent.bound else None,
+        }
+    if attempt.verifier is not None:
+        package["verifier"] = {
+            "exit_status": attempt.verifier.exit_code,
+            "termination": attempt.verifier.termination.value,
+            "bound": attempt.verifier.bound.model_dump(mode="json")
+            if attempt.verifier.bound
+            else None,
+        }
+    if case.feedback.hidden_diagnostics and phase is not None:
+        package["command"] = list(phase.argv)
+        package["failed_checks"] = [c.model_dump() for c in verdict.checks if not c.ok]
+        package["failing_tests"] = list(verdict.failing_tests)
+        package["excerpt"] = phase.excerpt
+    public = _public_feedback(ctx, attempt.attempt, candidate_dir)
+    if public is not None:
+        package["public"] = public
+    return json.dumps(package, indent=2, sort_keys=True).encode()
+
+
+def _one_attempt(
+    ctx: _Context, n: int, base: Path, feedback: bytes | None
+) -> tuple[AttemptRecord, Path | None]:
+    cand_dir = ctx.tmp / f"candidate-{n}"
+    if cand_dir.exists():
+        shutil.rmtree(cand_dir)
+    agent_rec, agent_res, result_file = _agent_phase(ctx, n, base, feedback, cand_dir)
+    claim = parse_agent_result(result_file)
+    cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
+    fields: dict[str, object] = {
+        "attempt": n,
+        "candidate_digest": cand.digest,
+        "diff_blob": ctx.blobs.put(cand.diff),
+        "diff_stats": cand.stats,
+        "agent": agent_rec,
+        "claim": claim,
+        "feedback_blob": ctx.blobs.put(feedback) if feedback is not None else None,
+    }
+    fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
+    verdict = None
+    if agent_res is not None:
+        verdict = judge_agent_phase(
+            agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
+        )
+    if verdict is None:
+        ver_rec, verdict, tampering = _verifier_phase(ctx, n, cand_dir)
+        fields.update(verifier=ver_rec, tampering=tuple(tampering))
+    fields["verdict"] = verdict
+    return AttemptRecord.model_validate(fields), cand_dir
+
+
+def _guarded(
+    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int
+) -> tuple[AttemptRecord, Path | None]:
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - this is the one place exceptions become verdicts
+        return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc)), None
+
+
+def _signature(a: AttemptRecord) -> tuple[object, ...]:
+    v = a.verdict
+    return (v.outcome, v.failure_type, v.failing_tests, tuple(c.name for c in v.checks if not c.ok))
+
+
+def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
+    """Run one trial (all its attempts) and return its immutable record and blobs."""
+    started = dt.datetime.now(dt.UTC)
+    t0 = time.monotonic()
+    blobs = _Blobs()
+    retry = spec.release.retry
+    attempts: list[AttemptRecord] = []
+    stop = "single_attempt"
+    case_digest = spec.case_digest
+    with tempfile.TemporaryDirectory(prefix="harness-trial-") as tmpname:
+        tmp = Path(tmpname)
+        try:
+            lc = load_case(Path(spec.case_dir))
+            if lc.digest != spec.case_digest:
+                raise EvaluatorError(
+                    f"case {lc.id} changed since the run was planned "
+                    f"({spec.case_digest} → {lc.digest}); evidence does not transfer"
+                )
+            start = tmp / "start"
+            materialize(lc, start)
+            ctx = _Context(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)
+        except Exception as exc:  # noqa: BLE001 - routed through verdict_from_exception
+            attempts.append(AttemptRecord(attempt=1, verdict=verdict_from_exception(exc)))
+            stop = "evaluator_error"
+        else:
+            base, feedback = start, None
+            for n in range(1, retry.max_attempts + 1):
+                infra_retries = 0
+                while True:
+                    rec, cand_dir = _guarded(lambda: _one_attempt(ctx, n, base, feedback), n)
+                    if rec.verdict.outcome is not Outcome.INFRA_ERROR or infra_retries >= retry.infra_retries:
+                        break
+                    infra_retries += 1
+                rec = rec.model_copy(update={"infra_retries": infra_retries})
+                attempts.append(rec)
+                outcome = rec.verdict.outcome
+                if outcome is Outcome.PASS:
+                    stop = "passed"
+                    break
+                if outcome is Outcome.INFRA_ERROR:
+                    stop = "infra_error"
+                    break
+                if outcome is Outcome.EVALUATOR_ERROR:
+                    stop = "evaluator_error"
+                    break
+                if rec.verdict.failure_type is FailureType.ABSTAINED:
+                    stop = "abstained"
+                    break
+                if n == retry.max_attempts:
+                    stop = "attempt_limit" if retry.max_attempts > 1 else "single_attempt"
+                    break
+                if retry.wall_seconds is not None and time.monotonic() - t0 >= retry.wall_seconds:
+                    stop = "budget"
+                    break
+                if (
+                    retry.stop_on_identical_failure
+                    and len(attempts) >= 2
+                    and _signature(attempts[-1]) == _signature(attempts[-2])
+                ):
+                    stop = "identical_failure"
+                    break
+                assert cand_dir is not None
+                try:
+                    feedback = build_feedback(ctx, rec, cand_dir)
+                except Exception as exc:  # noqa: BLE001 - routed through verdict_from_exception
+                    attempts[-1] = rec.model_copy(update={"verdict": verdict_from_exception(exc)})
+                    stop = "infra_error"
+                    break
+                base = cand_dir
+    final = attempts[-1].verdict
+    record = RunRecord(
+        key=spec.key,
+        case_digest=case_digest,
+        system_digest=spec.system_digest,
+        backend=spec.backend,
+        backend_info=dict(sandbox.describe()),
+        attempts=tuple(attempts),
+        verdict=final,
+        stop_reason=stop,
+        started_at=started,
+        finished_at=dt.datetime.now(dt.UTC),
+        harness_version=__version__,
+    )
+    return TrialOutput(record=record, blobs=blobs.data)

@@ -1,0 +1,197 @@
+"""Trial logic against the scripted FakeSandbox: verdicts, tampering, infra, correction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import junit
+
+from harness.errors import SandboxUnavailableError
+from harness.project import RetryPolicy
+from harness.records import FailureType, Outcome
+from harness.sandbox.base import Bound, ExecResult, Termination
+from harness.sandbox.fake import ExecCall, FakeSandbox, exited
+from harness.trial import run_trial
+
+
+def _fixing_agent(call: ExecCall) -> None:
+    (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
+    Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted", "claimed_success": True}))
+
+
+def _honest_verifier(call: ExecCall) -> ExecResult:
+    ok = "return 42" in (call.workspace / "pkg" / "mod.py").read_text()
+    assert (call.workspace / "tests" / "test_hidden.py").exists(), "hidden file must be injected"
+    (call.workspace / "reports").mkdir(exist_ok=True)
+    (call.workspace / "reports" / "junit.xml").write_bytes(junit(("test_answer", ok)))
+    return exited(call.argv, 0 if ok else 1)
+
+
+def handler_for(agent, verifier=_honest_verifier):
+    def handle(call: ExecCall) -> ExecResult:
+        if "--agent" in call.label:
+            agent(call)
+            return exited(call.argv, 0)
+        return verifier(call)
+
+    return handle
+
+
+def test_fix_passes_and_candidate_identity_recorded(make_case, make_spec):
+    out = run_trial(make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent)))
+    rec = out.record
+    assert rec.verdict.outcome is Outcome.PASS
+    attempt = rec.attempts[0]
+    assert attempt.candidate_digest and attempt.candidate_digest in str(rec.model_dump())
+    assert b"+    return 42" in out.blobs[attempt.diff_blob]
+    assert attempt.claim is not None and attempt.claim.claimed_success is True
+
+
+def test_claim_and_fake_report_cannot_change_a_failing_verdict(make_case, make_spec):
+    def liar(call: ExecCall) -> None:
+        (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 40\n")
+        (call.workspace / "reports").mkdir()
+        (call.workspace / "reports" / "junit.xml").write_bytes(junit(("test_answer", True)))
+        (call.workspace / "tests").mkdir()
+        (call.workspace / "tests" / "test_hidden.py").write_text("def test_answer(): pass\n")
+        (call.workspace / "PASSED").write_text("yes")
+        Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted", "claimed_success": True}))
+
+    seen = {}
+
+    def verifier(call: ExecCall) -> ExecResult:
+        seen["report_before"] = (call.workspace / "reports" / "junit.xml").exists()
+        seen["hidden"] = (call.workspace / "tests" / "test_hidden.py").read_text()
+        return exited(call.argv, 1)  # crashes before writing any report
+
+    rec = run_trial(make_spec(make_case()), FakeSandbox(handler_for(liar, verifier))).record
+    assert seen["report_before"] is False, "a shipped report must be removed before verifying"
+    assert "SECRET_HIDDEN_TEST_BODY" in seen["hidden"], "hidden files overwrite the candidate's"
+    assert rec.verdict.outcome is Outcome.FAIL
+    assert rec.attempts[0].claim.claimed_success is True
+    assert len(rec.attempts[0].tampering) == 2
+
+
+def test_exit_zero_without_tests_is_a_failure(make_case, make_spec):
+    def empty_run(call: ExecCall) -> ExecResult:
+        (call.workspace / "reports").mkdir(exist_ok=True)
+        (call.workspace / "reports" / "junit.xml").write_bytes(junit())
+        return exited(call.argv, 0)
+
+    rec = run_trial(make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent, empty_run))).record
+    assert rec.verdict.outcome is Outcome.FAIL
+    assert rec.verdict.failure_type is FailureType.NO_TESTS
+
+
+def test_infra_error_is_retried_as_infrastructure_then_counted_apart(make_case, make_spec):
+    def broken(call: ExecCall) -> ExecResult:
+        raise SandboxUnavailableError("container vanished", reason="engine")
+
+    sandbox = FakeSandbox(handler_for(_fixing_agent, broken))
+    rec = run_trial(make_spec(make_case(), retry=RetryPolicy(infra_retries=2)), sandbox).record
+    assert rec.verdict.outcome is Outcome.INFRA_ERROR
+    assert rec.attempts[0].infra_retries == 2
+    assert sum("--verifier" in c.label for c in sandbox.calls) == 3
+    assert rec.stop_reason == "infra_error"
+    assert "container vanished" in rec.verdict.reason
+
+
+def test_unexpected_exception_is_an_evaluator_error_not_a_fail(make_case, make_spec):
+    def bug(call: ExecCall) -> ExecResult:
+        raise KeyError("boom")
+
+    rec = run_trial(make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent, bug))).record
+    assert rec.verdict.outcome is Outcome.EVALUATOR_ERROR
+
+
+def test_case_changed_after_planning_is_not_judged(make_case, make_spec):
+    case_dir = make_case()
+    spec = make_spec(case_dir)
+    (case_dir / "hidden" / "test_hidden.py").write_text("changed\n")
+    rec = run_trial(spec, FakeSandbox(handler_for(_fixing_agent))).record
+    assert rec.verdict.outcome is Outcome.EVALUATOR_ERROR
+    assert "changed since the run was planned" in rec.verdict.reason
+
+
+def test_wall_clock_in_agent_phase_is_a_timeout_failure(make_case, make_spec):
+    def slow(call: ExecCall) -> ExecResult:
+        if "--agent" in call.label:
+            return ExecResult(argv=call.argv, exit_code=None, signal=9, termination=Termination.WALL_CLOCK,
+                              bound=Bound(kind=Termination.WALL_CLOCK, limit=1.0, observed=1.0), duration_s=1.0)
+        raise AssertionError("verifier must not run after the agent timed out")
+
+    rec = run_trial(make_spec(make_case()), FakeSandbox(slow)).record
+    assert rec.verdict.outcome is Outcome.FAIL
+    assert rec.verdict.failure_type is FailureType.TIMEOUT
+
+
+def _learning_agent(call: ExecCall) -> None:
+    mod = call.workspace / "pkg" / "mod.py"
+    if call.env.get("HARNESS_FEEDBACK"):
+        mod.write_text("def answer():\n    return 42\n")
+    else:
+        mod.write_text("def answer():\n    return 43\n")
+
+
+def test_correction_attempt_uses_feedback_and_gets_a_new_identity(make_case, make_spec):
+    sandbox = FakeSandbox(handler_for(_learning_agent))
+    rec = run_trial(make_spec(make_case(), retry=RetryPolicy(max_attempts=3)), sandbox).record
+    assert [a.verdict.outcome for a in rec.attempts] == [Outcome.FAIL, Outcome.PASS]
+    assert rec.stop_reason == "passed"
+    assert rec.attempts[0].candidate_digest != rec.attempts[1].candidate_digest
+    assert rec.attempts[1].feedback_blob is not None
+    assert rec.verdict.outcome is Outcome.PASS
+
+
+def test_identical_failure_stops_the_loop(make_case, make_spec):
+    def stubborn(call: ExecCall) -> None:
+        (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 43\n")
+
+    rec = run_trial(
+        make_spec(make_case(), retry=RetryPolicy(max_attempts=5)), FakeSandbox(handler_for(stubborn))
+    ).record
+    assert len(rec.attempts) == 2
+    assert rec.stop_reason == "identical_failure"
+
+
+def test_attempt_limit_stops_the_loop(make_case, make_spec):
+    counter = {"n": 0}
+
+    def varied(call: ExecCall) -> None:
+        counter["n"] += 1
+        (call.workspace / "pkg" / "mod.py").write_text(f"def answer():\n    return {43 + counter['n']}\n")
+
+    def verifier(call: ExecCall) -> ExecResult:
+        (call.workspace / "reports").mkdir(exist_ok=True)
+        name = f"test_answer_{counter['n']}"
+        (call.workspace / "reports" / "junit.xml").write_bytes(junit((name, False)))
+        return exited(call.argv, 1)
+
+    rec = run_trial(
+        make_spec(make_case(), retry=RetryPolicy(max_attempts=3)), FakeSandbox(handler_for(varied, verifier))
+    ).record
+    assert len(rec.attempts) == 3
+    assert rec.stop_reason == "attempt_limit"
+
+
+def _feedback_texts(make_case, make_spec, extra: str) -> str:
+    sandbox = FakeSandbox(handler_for(_learning_agent))
+    out = run_trial(make_spec(make_case(extra), retry=RetryPolicy(max_attempts=2)), sandbox)
+    fb = out.record.attempts[1].feedback_blob
+    assert fb is not None
+    agent_calls = [c for c in sandbox.calls if "--agent" in c.label]
+    assert "HARNESS_FEEDBACK" in agent_calls[1].env
+    return out.blobs[fb].decode()
+
+
+def test_hidden_test_names_and_contents_never_reach_the_agent(make_case, make_spec):
+    text = _feedback_texts(make_case, make_spec, "")
+    assert "test_answer" not in text and "SECRET_HIDDEN_TEST_BODY" not in text
+    assert "test_hidden" not in text
+    assert json.loads(text)["failure_type"] == "test_failure"
+
+
+def test_declared_hidden_diagnostics_channel_does_reach_the_agent(make_case, make_spec):
+    text = _feedback_texts(make_case, make_spec, "feedback: {hidden_diagnostics: true}\n")
+    assert "tests.test_hidden::test_answer" in text
