@@ -54,7 +54,9 @@ def _line_index(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> dict[tupl
     return out
 
 
-def load_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
+def load_yaml(
+    path: Path, error_cls: type[ConfigError] = ConfigError
+) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """Parse ``path`` and return the data plus a key-path → line index.
 
     Raises:
@@ -63,20 +65,20 @@ def load_yaml(path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
+        raise error_cls("file not found", file=path) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read file: {exc}", file=path) from None
+        raise error_cls(f"cannot read file: {exc}", file=path) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise ConfigError(
+        raise error_cls(
             f"malformed YAML: {exc.problem or exc.context}", file=path, line=line
         ) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML: {exc}", file=path) from None
+        raise error_cls(f"malformed YAML: {exc}", file=path) from None
     return data, _line_index(node)
 
 
@@ -116,7 +118,7 @@ def load_model(
     path: Path, model: type[M], error_cls: type[ConfigError] = ConfigError
 ) -> tuple[M, Any]:
     """Load ``path`` as YAML and validate it into ``model``; return the model and raw data."""
-    data, lines = load_yaml(path)
+    data, lines = load_yaml(path, error_cls)
     if not isinstance(data, dict):
         raise error_cls("expected a mapping at the top level", file=path, line=1)
     try:

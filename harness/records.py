@@ -206,6 +206,10 @@ class ReleaseRecord(_Frozen):
     task_set_digest: str
     cases: dict[str, str]
     """case id → case digest of the versions this run uses."""
+    judgment_cases: tuple[str, ...] = ()
+    """Cases in the judgment lane: run and reported apart, never scored."""
+    critical_cases: tuple[str, ...] = ()
+    """Cases flagged critical in their case files."""
     k: int = Field(ge=1)
     backend: str
     downgrade: tuple[str, ...] = ()
@@ -214,6 +218,8 @@ class ReleaseRecord(_Frozen):
     baseline_system_digest: str | None = None
     policy_digest: str | None = None
     policy: dict[str, Any] | None = None
+    policy_file_digest: str | None = None
+    """Digest of the policy file's raw bytes when the run was opened."""
     seed: int = 0
     """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
     created_at: dt.datetime

@@ -60,14 +60,14 @@ def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> li
     return cases
 
 
-def _policy(project: Project) -> tuple[str | None, dict[str, Any] | None]:
+def _policy(project: Project) -> tuple[str | None, dict[str, Any] | None, str | None]:
     path = project.policy_path
     if path is None:
-        return None, None
-    from harness.policy import load_policy, policy_digest
+        return None, None, None
+    from harness.policy import load_policy
 
-    policy = load_policy(path)
-    return policy_digest(policy), policy.model_dump(mode="json")
+    loaded = load_policy(path)
+    return loaded.digest, loaded.policy.model_dump(mode="json"), loaded.file_digest
 
 
 def plan_run(
@@ -102,7 +102,7 @@ def plan_run(
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
     sys_digest = digest_json(sysdef)
-    pol_digest, pol = _policy(project)
+    pol_digest, pol, pol_file = _policy(project)
 
     base: Baseline | None = None
     base_release: Release | None = None
@@ -138,6 +138,8 @@ def plan_run(
         task_set=project.file.task_set,
         task_set_digest=ts_digest,
         cases={lc.id: lc.digest for lc in cases},
+        judgment_cases=tuple(lc.id for lc in cases if lc.case.lane == "judgment"),
+        critical_cases=tuple(lc.id for lc in cases if lc.case.critical),
         k=k,
         backend=backend,
         downgrade=tuple(sorted(downgrade)),
@@ -145,6 +147,7 @@ def plan_run(
         baseline_system_digest=base_digest,
         policy_digest=pol_digest,
         policy=pol,
+        policy_file_digest=pol_file,
         seed=secrets.randbits(32),
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,

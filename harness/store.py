@@ -206,6 +206,10 @@ class RunHandle:
         path = self.dir / "trials" / f"{record.key.slug()}.json"
         return _write_once(path, record.model_dump_json(indent=2).encode())
 
+    def write_once(self, name: str, data: bytes) -> bool:
+        """Create file ``name`` in the run folder once; False if it already exists."""
+        return _write_once(self.dir / name, data)
+
     def add_result(self, data: dict[str, Any]) -> Path:
         """Append a new gate result file (never overwrites an earlier one)."""
         n = len(list(self.dir.glob("result-*.json"))) + 1

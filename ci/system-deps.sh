@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install the Debian packages the local sandbox and the tests need (idempotent; run as root).
+#   bubblewrap  read-only root, network and pid namespaces for the local sandbox
+#   git         materialises git-pinned cases; the simulated agent applies patches with it
+#   chromium    headless browser that opens the HTML report in the report tests
+set -euo pipefail
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v git >/dev/null || need+=(git)
+if [ "${HARNESS_WITH_BROWSER:-0}" = 1 ]; then
+  command -v chromium >/dev/null || need+=(chromium)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi

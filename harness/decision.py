@@ -1,0 +1,189 @@
+"""From stored records to a promotion decision: the glue between store, policy and gate.
+
+:func:`decide_run` reads only what the store holds (the release record written before
+the first trial, the run records, the end-of-run validity check) and the policy file,
+which must still be the one recorded for the run. The same inputs give the same
+decision every time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harness.baseline import load_baseline
+from harness.errors import InvalidRunError
+from harness.exitcodes import ExitCode, for_verdict
+from harness.gate import Decision, decide
+from harness.policy import Policy, load_policy, verify_policy
+from harness.project import Project
+from harness.records import Arm, ReleaseRecord, RunRecord
+from harness.run import check_system_unchanged
+from harness.stats import ArmData
+from harness.store import RunHandle, Store
+
+__all__ = ["DEFAULT_POLICY", "RunDecision", "decide_run", "record_validity"]
+
+DEFAULT_POLICY = Policy(version="builtin-default", description="no policy file configured")
+VALIDITY_FILE = "validity.json"
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """A gate decision plus what the CLI and reports need around it."""
+
+    run_id: str
+    release: ReleaseRecord
+    decision: Decision
+    notes: tuple[str, ...]
+    judgment: dict[str, list[RunRecord]]
+    """Judgment-lane cases: their trials, reported apart and never scored."""
+
+    @property
+    def verdict(self) -> str:
+        """pass / warn / fail / blocked."""
+        return self.decision.verdict
+
+    @property
+    def headline(self) -> str:
+        """One line summarising the decision."""
+        c = self.decision.candidate
+        rate = c.pass_rate.mean
+        hat = c.pass_hat_k.mean
+        parts = [f"candidate pass rate {rate:.3f}" if rate is not None else "no judged trials"]
+        if hat is not None:
+            parts.append(f"pass^{c.k} {hat:.3f}")
+        if self.decision.baseline is not None and self.decision.baseline.pass_rate.mean is not None:
+            parts.append(f"baseline pass rate {self.decision.baseline.pass_rate.mean:.3f}")
+        parts.append(f"{c.infra_errors} infra / {c.evaluator_errors} evaluator errors")
+        return " · ".join(parts)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Human-readable reasons, most severe first."""
+        return [f"[{r.severity}] {r.message}" for r in self.decision.reasons] + list(self.notes)
+
+    def exit_code(self, *, warn_ok: bool = False) -> ExitCode:
+        """The CLI's exit code for this decision."""
+        return for_verdict(self.verdict, warn_ok=warn_ok)
+
+    def case_rows(self) -> list[tuple[str, ...]]:
+        """Rows of the per-case terminal table."""
+        rows: list[tuple[str, ...]] = []
+        arms = [("candidate", self.decision.candidate)]
+        if self.decision.baseline is not None:
+            arms.append(("baseline", self.decision.baseline))
+
+        def f(x: float | None) -> str:
+            return "—" if x is None else f"{x:.2f}"
+
+        by_arm = {name: {c.case_id: c for c in s.cases} for name, s in arms}
+        for cid in sorted(by_arm["candidate"]):
+            for name, _ in arms:
+                c = by_arm[name].get(cid)
+                if c is None:
+                    continue
+                rows.append((cid if name == "candidate" else "", name, str(c.trials), str(c.passes),
+                             str(c.fails), str(c.infra_errors + c.evaluator_errors),
+                             f(c.pass_rate), f(c.pass_hat_k), f(c.pass_at_k), c.label))
+        for cid in sorted(self.judgment):
+            rows.append((cid, "judgment", str(len(self.judgment[cid])), "", "", "", "", "", "",
+                         "unscored"))
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as JSON-ready data."""
+        return {
+            "run_id": self.run_id,
+            "release": self.release.release,
+            "system_digest": self.release.system_digest,
+            "verdict": self.verdict,
+            "notes": list(self.notes),
+            "judgment_cases": sorted(self.judgment),
+            "decision": json.loads(self.decision.model_dump_json()),
+        }
+
+
+def record_validity(project: Project, handle: RunHandle) -> tuple[bool, list[str]]:
+    """Re-check the system after the run and store the result (once)."""
+    reasons: list[str] = []
+    try:
+        check_system_unchanged(project, handle.record)
+    except InvalidRunError as exc:
+        reasons.append(str(exc))
+    path = handle.dir / VALIDITY_FILE
+    if not path.exists():
+        data = {"valid": not reasons, "reasons": reasons,
+                "checked_at": dt.datetime.now(dt.UTC).isoformat()}
+        handle.write_once(VALIDITY_FILE, json.dumps(data, indent=2).encode())
+    stored = json.loads(path.read_text())
+    return bool(stored["valid"]), list(stored["reasons"])
+
+
+def _arm(records: list[RunRecord], arm: Arm, k: int, name: str, skip: set[str]) -> ArmData:
+    return ArmData.from_records(
+        [r for r in records if r.key.arm is arm and r.key.case_id not in skip], k, name
+    )
+
+
+def decide_run(
+    project: Project, store: Store, run_id: str, *, write: bool = False,
+    handle: RunHandle | None = None,
+) -> RunDecision:
+    """Decide run ``run_id`` from its stored records under its recorded policy.
+
+    Raises:
+        PolicyChangedError: the policy file no longer matches the recorded digest.
+        ConfigError: the baseline named by the run cannot be loaded.
+    """
+    record = store.release(run_id)
+    notes: list[str] = []
+    if record.policy_digest is not None:
+        if project.policy_path is None:
+            raise InvalidRunError("the run recorded a policy but harness.yaml names none now")
+        loaded = load_policy(project.policy_path)
+        notes += verify_policy(loaded, record.policy_digest, record.policy_file_digest)
+        policy = loaded.policy
+    else:
+        policy = DEFAULT_POLICY
+        notes.append("no promotion policy configured: the built-in default policy was applied")
+    if record.downgrade:
+        notes.append("bounds accepted as unenforced for this run: " + ", ".join(record.downgrade))
+
+    if handle is not None:
+        valid, invalid = record_validity(project, handle)
+    else:
+        vpath = store.run_dir(run_id) / VALIDITY_FILE
+        if vpath.exists():
+            stored = json.loads(vpath.read_text())
+            valid, invalid = bool(stored["valid"]), list(stored["reasons"])
+        else:
+            valid, invalid = False, ["the run has not finished (no end-of-run system check yet); "
+                                     "re-run the same `harness run` command to resume it"]
+    trials = store.trials(run_id)
+    judgment = set(record.judgment_cases)
+    cand = _arm(trials, Arm.CANDIDATE, record.k, record.release, judgment)
+    base = None
+    stored_base = None
+    if record.baseline is not None:
+        base = _arm(trials, Arm.BASELINE, record.k, record.baseline, judgment)
+        bl = load_baseline(project.baselines_dir, record.baseline)
+        same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
+        dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
+        if dropped:
+            notes.append("stored baseline results not comparable (case version changed): "
+                         + ", ".join(sorted(dropped)))
+        stored_base = _arm(same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)",
+                           judgment)
+    decision = decide(policy, cand, base, stored_base, run_valid=valid, invalid_reasons=invalid,
+                      critical_cases=record.critical_cases)
+    judged_trials: dict[str, list[RunRecord]] = {}
+    for r in trials:
+        if r.key.case_id in judgment and r.key.arm is Arm.CANDIDATE:
+            judged_trials.setdefault(r.key.case_id, []).append(r)
+    result = RunDecision(run_id, record, decision, tuple(notes), judged_trials)
+    if write and handle is not None:
+        handle.add_result({"computed_at": dt.datetime.now(dt.UTC).isoformat(), **result.to_json()})
+    return result
