@@ -30,8 +30,8 @@ from harness.errors import (
 from harness.exitcodes import ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+out = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def _handle_errors(fn: F) -> F:
@@ -203,7 +203,7 @@ def _print_decision(decision: Any) -> None:
     color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}[decision.verdict]
     out.print(f"[bold {color}]{decision.verdict.upper()}[/]  {decision.headline}", highlight=False)
     for reason in decision.reasons:
-        out.print(f"  - {reason}", highlight=False, soft_wrap=True)
+        out.print(f"  - {reason}", highlight=False, soft_wrap=True, markup=False)
 
 
 # ------------------------------------------------------------------------------ gate/show
@@ -327,8 +327,9 @@ def cases_list(project_dir: Path) -> None:
 
     project = load_project(project_dir)
     table = Table()
-    for col in ("id", "version", "lane", "expect", "critical", "retired", "digest", "title"):
-        table.add_column(col)
+    for col in ("id", "version", "lane", "expect", "critical", "retired", "digest"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("title", overflow="ellipsis", no_wrap=True, max_width=60)
     for lc in load_cases(project.cases_dir):
         c = lc.case
         table.add_row(
