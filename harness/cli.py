@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -42,16 +43,16 @@ def _handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (ConfigError, LockMismatchError) as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(ExitCode.USAGE)
         except (InfraError, InvalidRunError) as exc:
-            err.print(f"[bold red]blocked:[/] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]blocked:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(ExitCode.BLOCKED)
         except StoreError as exc:
-            err.print(f"[bold red]store error:[/] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]store error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(ExitCode.USAGE)
         except HarnessError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(ExitCode.USAGE)
 
     return wrapper  # type: ignore[return-value]
@@ -372,7 +373,7 @@ def cases_check(project_dir: Path) -> None:
     mismatches = check_lock(load_cases(project.cases_dir), read_lock(project.lock_path, project.file.task_set))
     if mismatches:
         for m in mismatches:
-            err.print(f"[red]✗[/] {m.describe()}", highlight=False, soft_wrap=True)
+            err.print(f"[red]✗[/] {escape(m.describe())}", highlight=False, soft_wrap=True)
         sys.exit(ExitCode.USAGE)
     out.print("all cases match the lock", highlight=False)
 
@@ -397,7 +398,7 @@ def cases_validate(project_dir: Path, backend: str | None, only: tuple[str, ...]
     broken = 0
     for r in results:
         mark = {"ok": "[green]✓[/]", "broken": "[red]✗[/]", "skipped": "[dim]-[/]"}[r.status]
-        out.print(f"{mark} {r.case_id}: {r.message}", highlight=False, soft_wrap=True)
+        out.print(f"{mark} {r.case_id}: {escape(r.message)}", highlight=False, soft_wrap=True)
         broken += r.status == "broken"
     if broken:
         err.print(f"{broken} case(s) have a verifier that cannot go red or cannot go green")

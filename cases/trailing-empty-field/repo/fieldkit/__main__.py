@@ -1,0 +1,5 @@
+import sys
+
+from fieldkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,107 @@
+"""The CLI end to end on a tiny real project with the real local sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import harness
+
+pytestmark = pytest.mark.integration
+
+
+def _trials(root: Path) -> list[Path]:
+    return sorted((root / ".harness" / "runs").glob("*/trials/*.json"))
+
+
+def test_run_good_release_passes_and_show_lists_every_trial(project):
+    done = harness(project, "run", "--release", "good", "--k", "2", "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout
+    shown = json.loads(harness(project, "show", "--json").stdout)
+    assert len(shown["trials"]) == 6
+    assert {t["verdict"]["outcome"] for t in shown["trials"]} == {"pass"}
+    assert shown["release"]["policy_digest"].startswith("sha256:")
+
+
+def test_overclaiming_bad_release_fails_every_trial_despite_its_claims(project):
+    done = harness(project, "run", "--release", "bad", "--k", "2", "--no-report")
+    shown = json.loads(harness(project, "show", "--json").stdout)
+    claims = [t["attempts"][0]["claim"]["claimed_success"] for t in shown["trials"]]
+    assert all(claims)
+    assert {t["verdict"]["outcome"] for t in shown["trials"]} == {"fail"}
+    assert done.returncode == 0  # no baseline: the candidate alone is judged; nothing blocks
+
+
+def test_unknown_release_is_a_usage_error_without_traceback(project):
+    done = harness(project, "run", "--release", "nope")
+    assert done.returncode == 2
+    assert "unknown release 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bad_case_file_is_a_config_error_naming_file_and_field(project):
+    p = project / "cases" / "add-0" / "case.yaml"
+    p.write_text(p.read_text().replace("version: 1", "version: one"))
+    done = harness(project, "run", "--release", "good")
+    assert done.returncode == 2
+    assert "add-0/case.yaml:2 [version]" in done.stderr and "Traceback" not in done.stderr
+    assert not (project / ".harness").exists(), "nothing is stored for bad input"
+
+
+def test_rewritten_locked_case_is_refused_naming_files(project):
+    (project / "cases" / "add-1" / "hidden" / "verify_hidden.py").write_text("import sys; sys.exit(0)\n")
+    done = harness(project, "cases", "check")
+    assert done.returncode == 2
+    assert "add-1 v1" in done.stderr and "hidden/verify_hidden.py" in done.stderr
+    assert harness(project, "run", "--release", "good").returncode == 2
+
+
+def test_edited_policy_makes_gate_refuse(project):
+    assert harness(project, "run", "--release", "good", "--k", "1", "--no-report").returncode == 0
+    assert harness(project, "gate").returncode == 0
+    (project / "policy.yaml").write_text('version: "2"\nalpha: 0.2\n')
+    done = harness(project, "gate")
+    assert done.returncode == 2
+    assert "policy changed after the run started" in done.stderr
+
+
+def test_changed_orchestration_mid_run_invalidates_the_run(project):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "run", "--release", "good", "--k", "3", "--jobs", "1", "--no-report"],
+        cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not _trials(project) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (project / "prompt.txt").write_text("You are a reckless engineer.\n")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 4, out + err
+    assert "system digest changed during the run" in out
+
+
+def test_sigkill_mid_run_then_resume_keeps_every_finished_trial(project):
+    args = [sys.executable, "-m", "harness.cli", "run", "--release", "good", "--k", "4", "--jobs", "2", "--no-report"]
+    proc = subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(_trials(project)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {p.name: (p.stat().st_ino, p.read_bytes()) for p in _trials(project)}
+    assert 3 <= len(before) < 12
+    done = harness(project, "run", "--release", "good", "--k", "4", "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"resuming, {len(before)} trials already recorded" in done.stderr
+    after = {p.name: (p.stat().st_ino, p.read_bytes()) for p in _trials(project)}
+    assert len(after) == 12
+    for name, (ino, data) in before.items():
+        assert after[name] == (ino, data), f"{name} was rewritten"
+    for p in _trials(project):
+        json.loads(p.read_text())  # none corrupt
+    assert not list((project / ".harness" / "runs").glob("*/trials/.tmp-*"))
