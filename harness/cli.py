@@ -140,6 +140,7 @@ def run(
         project, release, k, backend=backend, baseline=baseline, downgrade=downgrade,
         only=only or None, fresh=fresh, store=store,
     )
+    _sweep_orphans(plan.record.backend)
     executor = _executor(executor_name, scheduler, jobs)
     with store.open_run(plan.record) as handle:
         done_before = len(handle.done())
@@ -168,6 +169,20 @@ def run(
         _write_reports(project, store, handle.run_id)
     _print_decision(decision)
     sys.exit(decision.exit_code(warn_ok=warn_ok))
+
+
+def _sweep_orphans(backend: str) -> None:
+    """Remove leftovers of killed runs before starting (never those of live runs)."""
+    from harness.sandbox.prune import prune_local
+
+    removed = prune_local()
+    if backend == "docker":
+        from harness.sandbox.docker import prune
+
+        report = prune(orphans_only=True)
+        removed += list(report.containers)
+    if removed:
+        err.print(f"swept {len(removed)} leftover sandbox(es) of killed runs", highlight=False)
 
 
 def _executor(name: str, scheduler: str | None, jobs: int | None) -> Any:

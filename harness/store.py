@@ -182,6 +182,9 @@ class RunHandle:
                 f"run {record.run_id} is being written by another harness process "
                 f"(lock {self.dir / '.lock'}); wait for it or use a different store"
             ) from None
+        # We hold the run's lock: temporary files here are debris of a killed writer.
+        for debris in [*self.dir.glob(".tmp-*"), *(self.dir / "trials").glob(".tmp-*")]:
+            debris.unlink(missing_ok=True)
         path = self.dir / "release.json"
         if not _write_once(path, record.model_dump_json(indent=2).encode()):
             existing = _read_model(path, ReleaseRecord)

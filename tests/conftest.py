@@ -6,12 +6,16 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import sys
+
 import pytest
 
-from harness.cases.load import load_case
-from harness.project import AgentSpec, Release, RetryPolicy
-from harness.records import Arm, TrialKey
-from harness.trial import TrialSpec
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness.cases.load import load_case  # noqa: E402
+from harness.project import AgentSpec, Release, RetryPolicy  # noqa: E402
+from harness.records import Arm, TrialKey  # noqa: E402
+from harness.trial import TrialSpec  # noqa: E402
 
 CASE_YAML = """\
 id: tiny
@@ -26,16 +30,6 @@ verifier:
     - {src: hidden/test_hidden.py, dest: tests/test_hidden.py}
 reference: {patch: reference.patch}
 """
-
-
-def junit(*cases: tuple[str, bool]) -> bytes:
-    body = "".join(
-        f'<testcase classname="tests.test_hidden" name="{n}">'
-        + ("" if ok else '<failure message="assert 41 == 42">E assert 41 == 42</failure>')
-        + "</testcase>"
-        for n, ok in cases
-    )
-    return f'<?xml version="1.0"?><testsuite tests="{len(cases)}">{body}</testsuite>'.encode()
 
 
 @pytest.fixture

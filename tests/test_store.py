@@ -103,3 +103,14 @@ def test_resolve_run_prefix_and_latest(tmp_path):
     with pytest.raises(StoreError, match="ambiguous"):
         store.resolve_run("cand-a")
     assert store.resolve_run("latest") in {"cand-aaa", "cand-abb"}
+
+
+def test_debris_of_a_killed_writer_is_cleared_on_resume(tmp_path):
+    store = Store(tmp_path)
+    with store.open_run(release()) as h:
+        h.add_trial(trial(0), {})
+    debris = tmp_path / "runs" / "r1" / "trials" / ".tmp-abc"
+    debris.write_text("half a record")
+    with store.open_run(release()) as h:
+        assert h.done() == {trial(0).key.slug()}
+    assert not debris.exists()

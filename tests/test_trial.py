@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import junit
+from support import junit
 
 from harness.errors import SandboxUnavailableError
 from harness.project import RetryPolicy

@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from conftest import harness
+from support import harness
 
 pytestmark = pytest.mark.integration
 
@@ -105,3 +106,6 @@ def test_sigkill_mid_run_then_resume_keeps_every_finished_trial(project):
     for p in _trials(project):
         json.loads(p.read_text())  # none corrupt
     assert not list((project / ".harness" / "runs").glob("*/trials/.tmp-*"))
+    leftovers = [d for d in Path(tempfile.gettempdir()).glob("harness-*")
+                 if (d / ".harness-owner").is_file() and (d / ".harness-owner").read_text().strip() == str(proc.pid)]
+    assert leftovers == [], "sessions of the killed run must be swept by the next run"

@@ -1,0 +1,244 @@
+"""A backend-agnostic conformance suite for :class:`~harness.sandbox.base.Sandbox` backends.
+
+Every backend must pass every check (the tests run it against ``local`` and ``docker``)::
+
+    for name, check in conformance_checks().items():
+        check(sandbox, tmp_path)          # raises AssertionError with a clear message
+
+Commands are ``python3 -c`` programs so the same checks run on the host and in a Debian
+image with python3. A container backend passes its image via ``base``::
+
+    conformance_checks(PhaseContract(image="python:3.11-slim"))
+
+The fork-bomb check requires ``PIDS`` (the bomb's first process dies of a refused fork,
+so the backend must be able to tell that the pids limit was hit); ``WALL_CLOCK`` is not
+accepted because a backend that cannot see the pids limit cannot classify the failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.cases.model import PhaseContract
+from harness.errors import SandboxUnavailableError
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, Termination
+
+__all__ = ["Check", "conformance_checks"]
+
+Check = Callable[[Sandbox, Path], None]
+"""A conformance check: raises ``AssertionError`` naming what the backend got wrong."""
+
+_SECRET = "HARNESS_CONFORMANCE_SECRET"
+_ALLOWED = "HARNESS_CONFORMANCE_ALLOWED"
+
+
+def _show(r: ExecResult) -> str:
+    return (f"termination={r.termination.value} exit={r.exit_code} signal={r.signal} "
+            f"bound={r.bound} stdout={r.stdout[-300:]!r} stderr={r.stderr[-600:]!r}")
+
+
+def _py(code: str) -> list[str]:
+    return ["python3", "-c", code]
+
+
+def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
+    """Return the named checks; each opens its own sessions from ``base`` + overrides."""
+    base = base or PhaseContract()
+
+    def contract(**update: Any) -> PhaseContract:
+        fields = {"timeout_seconds": 30.0, "memory_mb": 512, "pids": 64, "disk_mb": 64}
+        return PhaseContract.model_validate({**base.model_dump(), **fields, **update})
+
+    @contextlib.contextmanager
+    def session(sandbox: Sandbox, name: str, **update: Any) -> Iterator[SandboxSession]:
+        s = sandbox.open(contract(**update), label=f"conformance-{name}")
+        try:
+            yield s
+        finally:
+            s.close()
+
+    def exec_exit_codes_and_output(sandbox: Sandbox, tmp: Path) -> None:
+        with session(sandbox, "exec") as s:
+            r = s.exec(_py("import sys; print('out'); print('err', file=sys.stderr); "
+                           "sys.exit(3)"))
+            assert r.termination is Termination.EXIT and r.exit_code == 3, _show(r)
+            assert r.stdout == b"out\n" and r.stderr == b"err\n", _show(r)
+            assert r.stdout_total == 4 and not r.stdout_truncated, _show(r)
+            ok = s.exec(_py("import sys; sys.stdout.write(sys.stdin.read().upper())"),
+                        stdin=b"ping")
+            assert ok.ok and ok.stdout == b"PING", f"stdin not delivered: {_show(ok)}"
+            assert ok.duration_s >= 0 and not ok.bound, _show(ok)
+
+    def stdout_truncation_recorded(sandbox: Sandbox, tmp: Path) -> None:
+        with session(sandbox, "truncate", output_bytes=1024) as s:
+            r = s.exec(_py("import sys; sys.stdout.write('x' * 5000); "
+                           "sys.stderr.write('e' * 10)"))
+            assert r.ok, _show(r)
+            assert r.stdout == b"x" * 1024, f"kept {len(r.stdout)} bytes, expected 1024"
+            assert r.stdout_truncated and r.stdout_total == 5000, _show(r)
+            assert r.stderr == b"e" * 10 and not r.stderr_truncated, _show(r)
+
+    def env_allowlist(sandbox: Sandbox, tmp: Path) -> None:
+        saved = {k: os.environ.get(k) for k in (_SECRET, _ALLOWED)}
+        os.environ[_SECRET], os.environ[_ALLOWED] = "s3cret-must-not-leak", "allowed-value"
+        try:
+            with session(sandbox, "env", env=(_ALLOWED,)) as s:
+                r = s.exec(_py("import json, os; print(json.dumps(dict(os.environ)))"),
+                           env={"HARNESS_EXTRA": "extra"})
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        assert r.ok, _show(r)
+        assert b"s3cret-must-not-leak" not in r.stdout and _SECRET.encode() not in r.stdout, (
+            f"host variable {_SECRET} (not allowlisted) leaked into the sandbox")
+        assert b'"allowed-value"' in r.stdout, f"allowlisted {_ALLOWED} missing: {_show(r)}"
+        assert b'"HARNESS_EXTRA": "extra"' in r.stdout, f"exec(env=) missing: {_show(r)}"
+
+    def workspace_round_trip(sandbox: Sandbox, tmp: Path) -> None:
+        src = tmp / "rt-src"
+        (src / "pkg").mkdir(parents=True)
+        (src / "pkg" / "data.txt").write_text("data\n")
+        script = src / "run.py"
+        script.write_text("#!/usr/bin/env python3\nprint('ran')\n")
+        script.chmod(0o755)
+        (src / "link").symlink_to("pkg/data.txt")
+        out = tmp / "rt-out"
+        with session(sandbox, "roundtrip") as s:
+            s.put_tree(src)
+            r = s.exec(["./run.py"])
+            assert r.ok and r.stdout == b"ran\n", f"exec bit lost on put_tree: {_show(r)}"
+            r = s.exec(_py("import os; print(os.readlink('link')); "
+                           "open('made.txt', 'w').write('made')"))
+            assert r.ok and r.stdout == b"pkg/data.txt\n", f"symlink lost: {_show(r)}"
+            s.get_tree(out)
+        assert (out / "pkg" / "data.txt").read_text() == "data\n"
+        assert (out / "made.txt").read_text() == "made", "file made inside not copied out"
+        assert os.stat(out / "run.py").st_mode & stat.S_IXUSR, "exec bit lost on get_tree"
+        assert (out / "link").is_symlink(), "symlink followed (not kept) on get_tree"
+        assert os.readlink(out / "link") == "pkg/data.txt"
+
+    def files_write_read_remove(sandbox: Sandbox, tmp: Path) -> None:
+        with session(sandbox, "files") as s:
+            path = f"{s.paths.workspace}/sub/dir/f.txt"
+            s.write_file(path, b"hello world")
+            r = s.exec(_py("print(open('sub/dir/f.txt').read())"))
+            assert r.ok and r.stdout == b"hello world\n", _show(r)
+            assert s.read_file(path) == b"hello world"
+            assert s.read_file(path, limit=5) == b"hello"
+            assert s.read_file(f"{s.paths.workspace}/absent") is None
+            s.write_file(f"{s.paths.io}/result.json", b"{}")
+            assert s.read_file(f"{s.paths.io}/result.json") == b"{}"
+            s.remove(path)
+            assert s.read_file(path) is None, "remove() left the file"
+            s.remove(f"{s.paths.workspace}/sub")
+            r = s.exec(_py("import os; print(os.path.exists('sub'))"))
+            assert r.stdout == b"False\n", f"remove() of a tree failed: {_show(r)}"
+            s.remove(f"{s.paths.workspace}/never-existed")
+
+    def network_denied(sandbox: Sandbox, tmp: Path) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        try:
+            with session(sandbox, "network", network="none") as s:
+                r = s.exec(_py(
+                    "import socket\ntry:\n"
+                    f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                    "    print('CONNECTED')\nexcept OSError as e:\n    print('DENIED', e)"))
+        finally:
+            listener.close()
+        assert r.ok, _show(r)
+        assert r.stdout.startswith(b"DENIED"), (
+            f"network=none but a host listener on 127.0.0.1:{port} was reachable: {_show(r)}")
+
+    def wall_clock_kills_grandchild(sandbox: Sandbox, tmp: Path) -> None:
+        child = ("import os, time; open('child.pid', 'w').write(str(os.getpid())); "
+                 "time.sleep(3); open('child.alive', 'w').write('alive')")
+        parent = ("import subprocess, sys, time; "
+                  f"subprocess.Popen([sys.executable, '-c', {child!r}], "
+                  "start_new_session=True, stdin=subprocess.DEVNULL, "
+                  "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+                  "time.sleep(60)")
+        with session(sandbox, "wallclock", timeout_seconds=1.5) as s:
+            start = time.monotonic()
+            r = s.exec(_py(parent))
+            assert r.termination is Termination.WALL_CLOCK, _show(r)
+            assert r.bound is not None and r.bound.kind is Termination.WALL_CLOCK, _show(r)
+            assert r.bound.limit == 1.5, _show(r)
+            assert r.duration_s < 10, f"kill took too long: {r.duration_s:.1f} s"
+            pid_file = f"{s.paths.workspace}/child.pid"
+            assert s.read_file(pid_file), "the setsid grandchild never started"
+            time.sleep(max(0.0, start + 4.5 - time.monotonic()))
+            alive = s.read_file(f"{s.paths.workspace}/child.alive")
+            assert alive is None, "a setsid grandchild survived the wall-clock kill"
+
+    def memory_bound(sandbox: Sandbox, tmp: Path) -> None:
+        with session(sandbox, "memory", memory_mb=64) as s:
+            r = s.exec(_py("b = b'x' * (512 * 1024 * 1024); print(len(b))"))
+            assert r.termination is Termination.MEMORY, _show(r)
+            assert r.bound is not None and r.bound.limit == 64, _show(r)
+
+    def fork_bomb_contained(sandbox: Sandbox, tmp: Path) -> None:
+        with session(sandbox, "forkbomb", pids=24, memory_mb=1024, timeout_seconds=30) as s:
+            r = s.exec(_py("import os\nwhile True:\n    os.fork()"))
+            assert r.termination is Termination.PIDS, _show(r)
+            assert r.bound is not None and r.bound.limit == 24, _show(r)
+            after = s.exec(_py("print('still fine')"))
+            assert after.ok, f"session unusable after a fork bomb: {_show(after)}"
+
+    def read_only_root(sandbox: Sandbox, tmp: Path) -> None:
+        probe = f"/harness-conformance-probe-{uuid.uuid4().hex[:12]}"
+        with session(sandbox, "rootfs", read_only_root=True) as s:
+            r = s.exec(_py(
+                "import os, tempfile\n"
+                f"for p in ({probe!r}, '/usr' + {probe!r}):\n"
+                "    try:\n        open(p, 'w').write('x'); print('WROTE', p)\n"
+                "    except OSError:\n        print('DENIED')\n"
+                "open('inside.txt', 'w').write('ok')\n"
+                "with tempfile.NamedTemporaryFile() as f: f.write(b'tmp ok')\n"))
+            assert r.ok, f"workspace or TMPDIR not writable: {_show(r)}"
+            assert r.stdout == b"DENIED\nDENIED\n", f"wrote outside the workspace: {_show(r)}"
+        leaked = [p for p in (Path(probe), Path("/usr" + probe)) if p.exists()]
+        for p in leaked:  # never leave the probe behind, even when the check fails
+            with contextlib.suppress(OSError):
+                p.unlink()
+        assert not leaked, f"{leaked} appeared on the host"
+
+    def closed_session_leaves_no_files(sandbox: Sandbox, tmp: Path) -> None:
+        s = sandbox.open(contract(), label="conformance-close")
+        with s:
+            s.write_file(f"{s.paths.workspace}/a.txt", b"a")
+            r = s.exec(_py("open('b.txt', 'w').write('b')"))
+            assert r.ok, _show(r)
+            ws, io = Path(s.paths.workspace), Path(s.paths.io)
+        s.close()  # idempotent
+        for p in (ws, io):
+            assert not (p / "a.txt").exists() and not (p / "b.txt").exists(), (
+                f"{p} still holds files after close()")
+        try:
+            s.exec(["true"])
+        except SandboxUnavailableError:
+            pass
+        else:
+            raise AssertionError("exec() on a closed session did not raise "
+                                 "SandboxUnavailableError")
+
+    checks: list[Check] = [
+        exec_exit_codes_and_output, stdout_truncation_recorded, env_allowlist,
+        workspace_round_trip, files_write_read_remove, network_denied,
+        wall_clock_kills_grandchild, memory_bound, fork_bomb_contained, read_only_root,
+        closed_session_leaves_no_files,
+    ]
+    return {c.__name__: c for c in checks}

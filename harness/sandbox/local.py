@@ -1,0 +1,680 @@
+"""The local sandbox backend: bubblewrap + per-exec cgroups + rlimits, no daemon.
+
+A session is a fresh directory (``<base>/harness-<label>-XXXX``) holding ``workspace/``,
+``io/`` and ``tmp/``; :class:`~harness.sandbox.base.SandboxPaths` are its real host paths.
+As root the directory is a ``tmpfs`` of ``disk_mb`` so a full disk is a real ``ENOSPC``.
+
+Every command is launched without ``preexec_fn`` (unsafe next to threads) through a tiny
+``sh`` gate that blocks reading one line of its stdin. Meanwhile the parent moves it into a
+fresh cgroup (memory incl. swap, pids, CPU accounting) and sets its rlimits with ``prlimit(2)``;
+then it releases the gate and ``sh`` execs ``bwrap`` (read-only root, private ``/tmp``,
+``/dev``, ``/proc``, new pid/ipc/net namespaces, all capabilities dropped) which runs the
+command. Everything the command spawns therefore starts inside the cgroup.
+
+Mechanisms are chosen per contract by :func:`plan_isolation` from the detected
+:class:`HostCapabilities`; a bound that cannot be enforced raises
+:class:`~harness.errors.ContractUnenforceableError` unless downgraded (fail closed).
+
+Path arguments of ``read_file``/``write_file``/``remove``/``exec(cwd=)`` are absolute
+host paths inside the session directory; a path outside it is a programming error and
+raises :class:`ValueError`. Symlinks are never followed out of the session: ``read_file``
+reports such a path as absent (``None``), ``write_file`` replaces a symlink at the target
+instead of writing through it and refuses (``ValueError``) a parent that resolves outside.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import re
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from harness._proc import Captured, capture
+from harness.cases.model import PhaseContract
+from harness.errors import ContractUnenforceableError, SandboxUnavailableError
+from harness.sandbox._cgroup import CgroupDriver, CgroupStats, ExecCgroup, detect_cgroups
+from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+
+__all__ = [
+    "BOUND_NAMES",
+    "HostCapabilities",
+    "IsolationPlan",
+    "LocalSandbox",
+    "LocalSession",
+    "plan_isolation",
+]
+
+BOUND_NAMES = frozenset({"network", "memory", "pids", "cpu", "disk", "read_only_root"})
+SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_GATE = 'read -r _ || exit 125; exec "$@"'
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+
+
+class HostCapabilities(BaseModel):
+    """What this host offers the local backend (detected once per process)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bwrap: str | None
+    """Path of a working ``bwrap``, or ``None``."""
+    bwrap_version: str | None = None
+    unshare: str | None
+    """Path of a working ``unshare`` (util-linux), the network fallback."""
+    root: bool
+    cgroups: CgroupDriver | None
+    can_mount: bool
+    """Whether a size-limited tmpfs can be mounted (root, mount permitted)."""
+    shell: str = "/bin/sh"
+
+    @classmethod
+    def detect(cls) -> HostCapabilities:
+        """Probe this host (cached: the probes run once per process)."""
+        return _detect()
+
+
+class IsolationPlan(BaseModel):
+    """Mechanisms one session uses; the result of :func:`plan_isolation`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bwrap: bool
+    network: Literal["bwrap", "unshare", "host", "none"]
+    """How network is denied (``host``: the contract allows it; ``none``: downgraded)."""
+    read_only_root: bool
+    memory: Literal["cgroup", "rlimit_as", "none"]
+    pids: Literal["cgroup", "none"]
+    disk: Literal["tmpfs", "none"]
+    cpu: Literal["rlimit+cgroup", "rlimit", "none"]
+    downgraded: tuple[str, ...] = ()
+
+
+def plan_isolation(
+    contract: PhaseContract, caps: HostCapabilities, downgrade: frozenset[str] = frozenset()
+) -> IsolationPlan:
+    """Decide how to enforce ``contract`` on a host with ``caps``.
+
+    Raises:
+        ValueError: ``downgrade`` names an unknown bound.
+        ContractUnenforceableError: a bound cannot be enforced and is not in ``downgrade``.
+
+    """
+    unknown = set(downgrade) - BOUND_NAMES
+    if unknown:
+        raise ValueError(f"unknown bound name(s) in downgrade: {sorted(unknown)}")
+    downgraded: list[str] = []
+
+    def cannot(bound: str, why: str) -> None:
+        if bound not in downgrade:
+            raise ContractUnenforceableError(
+                f"local sandbox cannot enforce contract.{bound}: {why}; "
+                f"pass downgrade={{'{bound}'}} to run without it",
+                bound=bound,
+            )
+        downgraded.append(bound)
+
+    network: Literal["bwrap", "unshare", "host", "none"] = "host"
+    if contract.network == "none":
+        if caps.bwrap:
+            network = "bwrap"
+        elif caps.unshare:
+            network = "unshare"
+        else:
+            cannot("network", "neither bwrap nor a working `unshare --net` is available")
+            network = "none"
+    ro_root = False
+    if contract.read_only_root:
+        if caps.bwrap:
+            ro_root = True
+        else:
+            cannot("read_only_root", "bwrap (package bubblewrap) is not available")
+    memory: Literal["cgroup", "rlimit_as", "none"] = "cgroup" if caps.cgroups else "rlimit_as"
+    if caps.cgroups and not caps.cgroups.swap_accounted:
+        cannot("memory", "swap is on but the cgroup cannot account it (memsw/swap.max)")
+        memory = "none"
+    pids: Literal["cgroup", "none"] = "cgroup"
+    if not caps.cgroups:
+        cannot("pids", "no writable cgroup with the pids controller (RLIMIT_NPROC counts "
+               "every process of the user, not the sandbox, and is ignored for root)")
+        pids = "none"
+    disk: Literal["tmpfs", "none"] = "none"
+    if contract.disk_mb is not None:
+        if caps.can_mount:
+            disk = "tmpfs"
+        else:
+            cannot("disk", "cannot mount a size-limited tmpfs (needs root); RLIMIT_FSIZE "
+                   "bounds single files only")
+    cpu: Literal["rlimit+cgroup", "rlimit", "none"] = "none"
+    if contract.cpu_seconds is not None:
+        has_acct = caps.cgroups is not None and "cpu" in caps.cgroups.bases
+        cpu = "rlimit+cgroup" if has_acct else "rlimit"
+    return IsolationPlan(
+        bwrap=caps.bwrap is not None, network=network, read_only_root=ro_root,
+        memory=memory, pids=pids, disk=disk, cpu=cpu, downgraded=tuple(downgraded),
+    )
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(target: Path, size_mb: int) -> None:
+    opts = f"size={size_mb}m,mode=0700".encode()
+    rc = _libc().mount(b"tmpfs", str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts)
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+def _umount(target: Path) -> None:
+    _libc().umount2(str(target).encode(), _MNT_DETACH)
+
+
+def _works(argv: Sequence[str]) -> bool:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, timeout=20, check=False,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@functools.cache
+def _detect() -> HostCapabilities:
+    root = os.geteuid() == 0
+    bwrap = shutil.which("bwrap")
+    version = None
+    if bwrap and _works([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid",
+                         "--cap-drop", "ALL", "--", "true"]):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10,
+                                 check=False).stdout.decode().split()
+            version = out[-1] if out else None
+    else:
+        bwrap = None
+    unshare = shutil.which("unshare")
+    if unshare:
+        probe = [unshare, "--net"] + ([] if root else ["--map-root-user"]) + ["true"]
+        unshare = unshare if _works(probe) else None
+    can_mount = False
+    if root:
+        with tempfile.TemporaryDirectory(prefix="harness-mountprobe-") as d:
+            try:
+                _mount_tmpfs(Path(d), 1)
+                _umount(Path(d))
+                can_mount = True
+            except OSError:
+                can_mount = False
+    return HostCapabilities(bwrap=bwrap, bwrap_version=version, unshare=unshare, root=root,
+                            cgroups=detect_cgroups() if root or os.access(
+                                "/sys/fs/cgroup", os.W_OK) else None,
+                            can_mount=can_mount)
+
+
+def sandbox_env(contract: PhaseContract, home: str, tmpdir: str,
+                extra: Mapping[str, str] | None) -> dict[str, str]:
+    """Build a command's whole environment: fixed base, allowlisted host vars, ``extra``."""
+    env = {
+        "PATH": f"{os.path.dirname(sys.executable)}:{SANE_PATH}",
+        "HOME": home,
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TMPDIR": tmpdir,
+    }
+    for name in contract.env:
+        if name in os.environ:
+            env[name] = os.environ[name]
+    env.update(extra or {})
+    return env
+
+
+class LocalSession:
+    """One local sandbox session; see the module docstring for the isolation it applies."""
+
+    def __init__(self, caps: HostCapabilities, contract: PhaseContract, plan: IsolationPlan,
+                 root: Path, label: str) -> None:
+        self._caps, self._contract, self._plan = caps, contract, plan
+        self._root, self.label = root, label
+        self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[subprocess.Popen[bytes], ExecCgroup | None]] = {}
+        self._closed = False
+
+    @property
+    def paths(self) -> SandboxPaths:
+        """Host paths of the workspace and the private protocol folder."""
+        return self._paths
+
+    @property
+    def downgraded(self) -> tuple[str, ...]:
+        """Bounds this session was allowed not to enforce."""
+        return self._plan.downgraded
+
+    @property
+    def image_id(self) -> str | None:
+        """Always ``None``: the local backend runs on the host's filesystem."""
+        return None
+
+    @property
+    def plan(self) -> IsolationPlan:
+        """The mechanisms in use."""
+        return self._plan
+
+    @property
+    def root(self) -> Path:
+        """The session directory on the host."""
+        return self._root
+
+    # -- files ---------------------------------------------------------------------------
+
+    def _inside(self, path: str) -> Path:
+        p = Path(os.path.normpath(path))
+        if not p.is_absolute() or not (p == self._root or self._root in p.parents):
+            raise ValueError(f"path {path!r} is not inside sandbox session {self._root}")
+        return p
+
+    def _resolves_inside(self, p: Path) -> bool:
+        real, root = os.path.realpath(p), os.path.realpath(self._root)
+        return real == root or real.startswith(root + os.sep)
+
+    def put_tree(self, src: Path, dest: str = "") -> None:
+        """Copy host dir ``src`` into the workspace at ``dest``, keeping modes and symlinks.
+
+        Raises:
+            SandboxUnavailableError: the copy failed (missing source, disk full, ...).
+
+        """
+        target = self._inside(os.path.join(self._paths.workspace, dest))
+        try:
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        except (OSError, shutil.Error) as exc:
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not copy {src} into {target}: {exc}"
+            ) from exc
+
+    def get_tree(self, dest: Path) -> None:
+        """Copy the workspace out to ``dest`` (symlinks copied as links, never followed).
+
+        Fifos, sockets and device nodes cannot be part of a tree snapshot and are skipped.
+
+        Raises:
+            SandboxUnavailableError: the copy failed.
+
+        """
+        def ignore(d: str, names: list[str]) -> set[str]:
+            skip = set()
+            for n in names:
+                mode = os.lstat(os.path.join(d, n)).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                    skip.add(n)
+            return skip
+
+        try:
+            shutil.copytree(self._paths.workspace, dest, symlinks=True, ignore=ignore,
+                            dirs_exist_ok=True)
+        except (OSError, shutil.Error) as exc:
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not copy the workspace to {dest}: {exc}"
+            ) from exc
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path``, creating parents; a symlink there is replaced.
+
+        Raises:
+            ValueError: ``path`` is outside the session or its parent resolves outside.
+            SandboxUnavailableError: the write failed (e.g. disk bound reached).
+
+        """
+        p = self._inside(path)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if not self._resolves_inside(p.parent):
+                raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
+            if p.is_symlink():
+                p.unlink()
+            p.write_bytes(data)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not write {path}: {exc}"
+            ) from exc
+
+    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
+        """Read up to ``limit`` bytes; ``None`` if absent or resolving outside the session."""
+        p = self._inside(path)
+        if not self._resolves_inside(p):
+            return None
+        try:
+            with open(p, "rb") as f:
+                return f.read() if limit is None else f.read(limit)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def remove(self, path: str) -> None:
+        """Remove the file, symlink or tree at ``path`` (a symlink itself, not its target)."""
+        p = self._inside(path)
+        if not self._resolves_inside(p.parent):
+            raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    # -- exec ----------------------------------------------------------------------------
+
+    def _command(self, argv: Sequence[str], cwd: Path) -> list[str]:
+        plan, c = self._plan, self._contract
+        if plan.bwrap:
+            assert self._caps.bwrap is not None
+            cmd = [self._caps.bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
+                   "--unshare-ipc", "--cap-drop", "ALL",
+                   "--ro-bind" if plan.read_only_root else "--bind", "/", "/",
+                   "--dev", "/dev", "--proc", "/proc"]
+            if c.disk_mb is not None:
+                cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
+            cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
+            if plan.network == "bwrap":
+                cmd.append("--unshare-net")
+            return [*cmd, "--chdir", str(cwd), "--", *argv]
+        if plan.network == "unshare":
+            assert self._caps.unshare is not None
+            return [self._caps.unshare, "--net",
+                    *([] if self._caps.root else ["--map-root-user"]), "--", *argv]
+        return list(argv)
+
+    def _rlimits(self, pid: int) -> None:
+        c = self._contract
+        if c.cpu_seconds is not None:
+            soft = max(1, int(c.cpu_seconds + 0.999))
+            resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 1))
+        if self._plan.memory == "rlimit_as":
+            mem = c.memory_mb * 1024 * 1024
+            resource.prlimit(pid, resource.RLIMIT_AS, (mem, mem))
+        if c.disk_mb is not None:
+            size = c.disk_mb * 1024 * 1024
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, size))
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` under the session's contract; see :meth:`SandboxSession.exec`.
+
+        Raises:
+            SandboxUnavailableError: the session is closed, ``cwd`` is missing, or the
+                cgroup, rlimits or launcher could not be set up.
+            ValueError: ``argv`` is empty or ``cwd`` is outside the session.
+
+        """
+        if not argv:
+            raise ValueError("exec() needs a non-empty argv")
+        if self._closed:
+            raise SandboxUnavailableError(f"local sandbox {self.label}: session is closed")
+        c, caps = self._contract, self._caps
+        limit = c.timeout_seconds if timeout is None else min(timeout, c.timeout_seconds)
+        host_cwd = self._inside(cwd or self._paths.workspace)
+        if not host_cwd.is_dir():
+            raise SandboxUnavailableError(f"local sandbox {self.label}: cwd {host_cwd} "
+                                          "does not exist")
+        tmpdir = "/tmp" if self._plan.bwrap else str(self._root / "tmp")
+        full_env = sandbox_env(c, self._paths.io, tmpdir, env)
+        group: ExecCgroup | None = None
+        if caps.cgroups is not None and (self._plan.memory == "cgroup" or
+                                         self._plan.pids == "cgroup"):
+            try:
+                group = caps.cgroups.create(memory_mb=c.memory_mb, pids=c.pids)
+            except OSError as exc:
+                raise SandboxUnavailableError(
+                    f"local sandbox {self.label}: could not create a cgroup: {exc}"
+                ) from exc
+        used_before = self._disk_used_mb()
+        start = time.monotonic()
+        proc = self._launch(argv, host_cwd, full_env, group)
+        try:
+            got = capture(proc, stdin=stdin, deadline=start + limit, cap=c.output_bytes,
+                          cpu_limit=c.cpu_seconds if self._plan.cpu == "rlimit+cgroup"
+                          else None, cpu_used=group.cpu_s if group else None,
+                          kill=lambda: self._kill(proc, group))
+        finally:
+            self._kill(proc, group)
+            with self._lock:
+                self._running.pop(proc.pid, None)
+            stats = group.stats() if group else None
+            if group is not None:
+                group.remove()
+        return self._result(argv, got, stats, limit, start, used_before)
+
+    def _launch(self, argv: Sequence[str], cwd: Path, env: dict[str, str],
+                group: ExecCgroup | None) -> subprocess.Popen[bytes]:
+        """Start the gate, confine it (cgroup, rlimits), then release it to exec ``argv``.
+
+        The gate (``sh``) blocks reading one line from its stdin; the user's stdin follows
+        that line on the same pipe (dash's ``read`` consumes byte by byte, never more).
+        """
+        cmd = [self._caps.shell, "-c", _GATE, "sh", *self._command(argv, cwd)]
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, env=env,
+                cwd=self._root if self._plan.bwrap else cwd)
+        except OSError as exc:
+            if group is not None:
+                group.remove()
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not start {cmd[0]}: {exc}"
+            ) from exc
+        with self._lock:
+            self._running[proc.pid] = (proc, group)
+        try:
+            if group is not None:
+                group.attach(proc.pid)
+            self._rlimits(proc.pid)
+            assert proc.stdin is not None
+            os.write(proc.stdin.fileno(), b"go\n")
+        except OSError as exc:
+            self._kill(proc, group)
+            capture(proc, stdin=None, deadline=time.monotonic() + 5, cap=1024)
+            with self._lock:
+                self._running.pop(proc.pid, None)
+            if group is not None:
+                group.remove()
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not confine the command "
+                f"(cgroup attach / prlimit / gate): {exc}"
+            ) from exc
+        return proc
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes], group: ExecCgroup | None) -> None:
+        if group is not None:
+            group.kill_all()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    def _result(self, argv: Sequence[str], got: Captured, stats: CgroupStats | None,
+                limit: float, start: float, used_before: float | None) -> ExecResult:
+        c = self._contract
+        duration = max(0.0, got.ended - start)
+        code: int | None = got.returncode
+        sig: int | None = None
+        if got.returncode is not None and got.returncode < 0:
+            code, sig = None, -got.returncode
+        elif self._plan.bwrap and got.returncode is not None and 128 < got.returncode <= 192:
+            code, sig = None, got.returncode - 128  # bwrap reports a signalled child as 128+N
+        cpu_s = stats.cpu_s if stats and stats.cpu_s is not None else got.cpu_s
+        peak = stats.peak_memory_bytes if stats and stats.peak_memory_bytes else got.maxrss
+        peak_mb = None if peak is None else peak / (1024 * 1024)
+        term, bound = Termination.EXIT, None
+        failed = not (code == 0 and sig is None)
+        if got.killed == "wall_clock":
+            term, bound = Termination.WALL_CLOCK, Bound(kind=Termination.WALL_CLOCK,
+                                                        limit=limit, observed=duration)
+        elif got.killed == "cpu" or (c.cpu_seconds is not None and (
+                sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s is not None
+                                          and cpu_s >= c.cpu_seconds * 0.95))):
+            assert c.cpu_seconds is not None
+            term, bound = Termination.CPU, Bound(kind=Termination.CPU, limit=c.cpu_seconds,
+                                                 observed=cpu_s)
+        elif stats is not None and stats.oom_kills > 0:
+            term, bound = Termination.MEMORY, Bound(kind=Termination.MEMORY,
+                                                    limit=c.memory_mb, observed=peak_mb)
+        elif c.disk_mb is not None and failed and (
+                sig == signal.SIGXFSZ or self._disk_filled_by_this(used_before)):
+            term, bound = Termination.DISK, Bound(kind=Termination.DISK, limit=c.disk_mb,
+                                                  observed=self._disk_used_mb())
+        elif stats is not None and stats.pids_max_events > 0 and failed:
+            term, bound = Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids,
+                                                  observed=stats.pids_peak)
+        elif sig is not None:
+            term = Termination.SIGNAL
+        return ExecResult(
+            argv=tuple(argv), exit_code=code, signal=sig, termination=term, bound=bound,
+            stdout=got.stdout, stderr=got.stderr, stdout_total=got.stdout_total,
+            stderr_total=got.stderr_total, stdout_truncated=got.stdout_total > len(got.stdout),
+            stderr_truncated=got.stderr_total > len(got.stderr), duration_s=duration,
+            cpu_s=cpu_s, peak_memory_mb=peak_mb,
+        )
+
+    def _disk_filled_by_this(self, used_before: float | None) -> bool:
+        """Tell whether the session tmpfs is (nearly) full and this command wrote to it.
+
+        A disk already full before the command started is not blamed on it.
+        """
+        if self._plan.disk != "tmpfs" or used_before is None:
+            return False
+        st = os.statvfs(self._root)
+        free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        used_now = (st.f_blocks - st.f_bfree) * st.f_frsize / (1024 * 1024)
+        return free < min(1 << 20, size // 50) and used_now > used_before
+
+    def _disk_used_mb(self) -> float | None:
+        if self._plan.disk != "tmpfs":
+            return None
+        st = os.statvfs(self._root)
+        return (st.f_blocks - st.f_bfree) * st.f_frsize / (1024 * 1024)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Kill every running command and remove the session directory (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            running = list(self._running.values())
+        for proc, group in running:
+            self._kill(proc, group)
+        if self._plan.disk == "tmpfs":
+            _umount(self._root)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> LocalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+OWNER_FILE = ".harness-owner"
+"""Pid of the harness process that opened a session (lets prune find orphans)."""
+
+
+class LocalSandbox:
+    """The ``local`` backend: sessions are host directories confined by bwrap + cgroups."""
+
+    name = "local"
+
+    def __init__(self, base_dir: Path | str | None = None, *,
+                 capabilities: HostCapabilities | None = None) -> None:
+        """Create a backend whose sessions live under ``base_dir`` (default: the temp dir).
+
+        ``capabilities`` overrides detection (tests use it to force a fallback path).
+        """
+        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.gettempdir())
+        self._caps = capabilities
+
+    @property
+    def capabilities(self) -> HostCapabilities:
+        """The host capabilities in use (detected on first use)."""
+        if self._caps is None:
+            self._caps = HostCapabilities.detect()
+        return self._caps
+
+    def open(self, contract: PhaseContract, *, label: str,
+             downgrade: frozenset[str] = frozenset()) -> LocalSession:
+        """Open a fresh session; see :meth:`Sandbox.open`.
+
+        Raises:
+            ContractUnenforceableError: a bound cannot be enforced and was not downgraded.
+            SandboxUnavailableError: the session directory or its tmpfs could not be made.
+
+        """
+        caps = self.capabilities
+        plan = plan_isolation(contract, caps, downgrade)
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "session"
+        try:
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+            root = Path(tempfile.mkdtemp(prefix=f"harness-{safe}-", dir=self.base_dir))
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"local sandbox: cannot create a session under {self.base_dir}: {exc}"
+            ) from exc
+        root = Path(os.path.realpath(root))
+        try:
+            if plan.disk == "tmpfs":
+                assert contract.disk_mb is not None
+                _mount_tmpfs(root, contract.disk_mb)
+            for sub in ("workspace", "io", "tmp"):
+                (root / sub).mkdir()
+            (root / "tmp").chmod(0o1777)
+            (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
+        except OSError as exc:
+            if plan.disk == "tmpfs":
+                _umount(root)
+            shutil.rmtree(root, ignore_errors=True)
+            raise SandboxUnavailableError(
+                f"local sandbox: cannot prepare session {root} (tmpfs of "
+                f"{contract.disk_mb} MiB): {exc}"
+            ) from exc
+        return LocalSession(caps, contract, plan, root, label)
+
+    def describe(self) -> dict[str, str]:
+        """Backend facts for the run record."""
+        caps = self.capabilities
+        facts = {
+            "backend": "local",
+            "bwrap": caps.bwrap_version or ("present" if caps.bwrap else "absent"),
+            "network_isolation": "bwrap" if caps.bwrap else ("unshare" if caps.unshare
+                                                             else "none"),
+            "read_only_root": "bwrap" if caps.bwrap else "none",
+            "memory": "cgroup" if caps.cgroups else "rlimit_as",
+            "pids": "cgroup" if caps.cgroups else "none",
+            "disk": "tmpfs" if caps.can_mount else "none",
+            "cpu": "rlimit_cpu" + ("+cgroup" if caps.cgroups and "cpu" in caps.cgroups.bases
+                                   else ""),
+            "cgroup": "none",
+            "root": str(caps.root).lower(),
+            "launcher": "sh-gate+prlimit(2)",
+        }
+        if caps.cgroups:
+            facts.update(caps.cgroups.describe())
+        return facts

@@ -1,0 +1,41 @@
+"""Every sandbox backend passes the shipped conformance suite (harness.sandbox.conformance).
+
+Backends come from ``BACKENDS`` in conftest.py ("local" always; "docker" is added there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cases.model import PhaseContract
+from harness.sandbox.base import Sandbox
+from harness.sandbox.conformance import conformance_checks
+
+pytestmark = pytest.mark.integration
+
+CHECK_NAMES = sorted(conformance_checks())
+
+
+def test_suite_covers_the_required_behaviours() -> None:
+    assert set(CHECK_NAMES) == {
+        "closed_session_leaves_no_files",
+        "env_allowlist",
+        "exec_exit_codes_and_output",
+        "files_write_read_remove",
+        "fork_bomb_contained",
+        "memory_bound",
+        "network_denied",
+        "read_only_root",
+        "stdout_truncation_recorded",
+        "wall_clock_kills_grandchild",
+        "workspace_round_trip",
+    }
+
+
+@pytest.mark.parametrize("check_name", CHECK_NAMES)
+def test_conformance(
+    check_name: str, sandbox: Sandbox, base_contract: PhaseContract, tmp_path: Path
+) -> None:
+    conformance_checks(base_contract)[check_name](sandbox, tmp_path)

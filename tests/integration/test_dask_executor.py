@@ -1,0 +1,33 @@
+"""A real Dask LocalCluster runs trials; the coordinator alone writes the store."""
+
+from __future__ import annotations
+
+import pytest
+from support import harness, make_project
+
+from harness.executors.dask import DaskExecutor
+from harness.project import load_project
+from harness.records import Outcome
+from harness.run import execute, plan_run
+from harness.store import Store
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_trials_on_a_local_dask_cluster_match_the_plan(tmp_path):
+    root = make_project(tmp_path / "proj", n_cases=2)
+    assert harness(root, "cases", "lock").returncode == 0
+    project = load_project(root)
+    store = Store(project.store_dir)
+    plan = plan_run(project, "good", 2, store=store)
+    executor = DaskExecutor(jobs=2)
+    try:
+        workers = executor.client.scheduler_info()["workers"]
+        assert len(workers) == 2
+        with store.open_run(plan.record) as handle:
+            ran, skipped = execute(handle, plan.specs, executor)
+    finally:
+        executor.close()
+    assert (ran, skipped) == (4, 0)
+    records = store.trials(plan.record.run_id)
+    assert len(records) == 4 and {r.outcome for r in records} == {Outcome.PASS}

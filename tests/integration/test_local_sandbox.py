@@ -1,0 +1,275 @@
+"""Local-backend specifics: fallback decisions, fail-closed contracts, cgroups, disk, cpu."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.cases.model import PhaseContract
+from harness.errors import ContractUnenforceableError, SandboxUnavailableError
+from harness.sandbox._cgroup import CgroupDriver, detect_cgroups, parse_keyed, parse_proc_cgroup
+from harness.sandbox.base import Termination
+from harness.sandbox.local import HostCapabilities, LocalSandbox, plan_isolation
+
+HOST = HostCapabilities.detect()
+NO_BWRAP = HOST.model_copy(update={"bwrap": None, "bwrap_version": None})
+NO_CGROUPS = HOST.model_copy(update={"cgroups": None})
+NO_MOUNT = HOST.model_copy(update={"can_mount": False})
+
+
+def _contract(**kw: object) -> PhaseContract:
+    base: dict[str, object] = {"timeout_seconds": 30, "memory_mb": 256, "pids": 64,
+                               "disk_mb": 32}
+    return PhaseContract.model_validate({**base, **kw})
+
+
+# -- decisions (pure) --------------------------------------------------------------------
+
+
+def test_this_host_enforces_everything() -> None:
+    # The design was checked on this machine: a silent loss of a mechanism must go red.
+    assert HOST.bwrap and HOST.cgroups and HOST.can_mount and HOST.root
+    plan = plan_isolation(_contract(cpu_seconds=5), HOST)
+    assert (plan.network, plan.read_only_root, plan.memory, plan.pids, plan.disk) == (
+        "bwrap", True, "cgroup", "cgroup", "tmpfs")
+    assert plan.cpu == "rlimit+cgroup" and plan.downgraded == ()
+
+
+def test_without_bwrap_network_falls_back_to_unshare_and_root_fs_is_unenforceable() -> None:
+    with pytest.raises(ContractUnenforceableError) as err:
+        plan_isolation(_contract(), NO_BWRAP)
+    assert err.value.bound == "read_only_root" and "bwrap" in str(err.value)
+    plan = plan_isolation(_contract(), NO_BWRAP, frozenset({"read_only_root"}))
+    assert plan.network == "unshare" and not plan.bwrap
+    assert plan.downgraded == ("read_only_root",)
+    assert plan_isolation(_contract(read_only_root=False), NO_BWRAP).downgraded == ()
+
+
+def test_no_network_isolation_at_all_is_unenforceable() -> None:
+    caps = NO_BWRAP.model_copy(update={"unshare": None})
+    with pytest.raises(ContractUnenforceableError) as err:
+        plan_isolation(_contract(read_only_root=False), caps)
+    assert err.value.bound == "network"
+    assert plan_isolation(_contract(read_only_root=False, network="host"), caps).network == (
+        "host")
+
+
+def test_without_cgroups_pids_is_unenforceable_and_memory_uses_rlimit_as() -> None:
+    with pytest.raises(ContractUnenforceableError) as err:
+        plan_isolation(_contract(), NO_CGROUPS)
+    assert err.value.bound == "pids" and "RLIMIT_NPROC" in str(err.value)
+    plan = plan_isolation(_contract(), NO_CGROUPS, frozenset({"pids"}))
+    assert plan.memory == "rlimit_as" and plan.pids == "none" and plan.downgraded == ("pids",)
+
+
+def test_without_mount_disk_is_unenforceable_unless_null_or_downgraded() -> None:
+    with pytest.raises(ContractUnenforceableError) as err:
+        plan_isolation(_contract(), NO_MOUNT)
+    assert err.value.bound == "disk"
+    assert plan_isolation(_contract(disk_mb=None), NO_MOUNT).disk == "none"
+    assert plan_isolation(_contract(), NO_MOUNT, frozenset({"disk"})).downgraded == ("disk",)
+
+
+def test_unknown_downgrade_name_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="memroy"):
+        plan_isolation(_contract(), HOST, frozenset({"memroy"}))
+
+
+# -- real sessions -----------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_open_fails_closed_and_reports_downgrades(tmp_path: Path) -> None:
+    sandbox = LocalSandbox(tmp_path, capabilities=NO_CGROUPS)
+    with pytest.raises(ContractUnenforceableError):
+        sandbox.open(_contract(), label="t")
+    assert list(tmp_path.iterdir()) == [], "a refused open() left a session dir behind"
+    with sandbox.open(_contract(), label="t", downgrade=frozenset({"pids"})) as s:
+        assert s.downgraded == ("pids",)
+        assert s.exec(["true"]).ok
+
+
+@pytest.mark.integration
+def test_unshare_fallback_still_denies_network(tmp_path: Path) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    code = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1',{port}),timeout=3)"
+            "\n print('CONNECTED')\nexcept OSError:\n print('DENIED')")
+    try:
+        sandbox = LocalSandbox(tmp_path, capabilities=NO_BWRAP)
+        with sandbox.open(_contract(), label="t", downgrade=frozenset({"read_only_root"})) as s:
+            assert s.plan.network == "unshare"
+            denied = s.exec(["python3", "-c", code])
+        with sandbox.open(_contract(network="host", read_only_root=False), label="t") as s:
+            allowed = s.exec(["python3", "-c", code])
+    finally:
+        listener.close()
+    assert denied.stdout == b"DENIED\n", denied
+    assert allowed.stdout == b"CONNECTED\n", allowed
+
+
+@pytest.mark.integration
+def test_no_cgroup_dirs_left_after_execs_and_close(tmp_path: Path) -> None:
+    assert HOST.cgroups is not None
+    bases = {Path(b) for b in HOST.cgroups.bases.values()}
+
+    def ours() -> list[Path]:
+        return [p for b in bases for p in b.glob(f"harness-{os.getpid()}-*")]
+
+    with LocalSandbox(tmp_path).open(_contract(timeout_seconds=1), label="t") as s:
+        assert s.exec(["true"]).ok
+        assert s.exec(["sleep", "30"]).termination is Termination.WALL_CLOCK
+        assert ours() == []
+    assert ours() == []
+
+
+@pytest.mark.integration
+def test_disk_bound_is_a_real_tmpfs_and_reports_disk(tmp_path: Path) -> None:
+    write = ("import os\nfor i in range(20):\n"
+             "    with open(f'f{i}', 'wb') as f: f.write(os.urandom(1 << 20))")
+    with LocalSandbox(tmp_path).open(_contract(disk_mb=8), label="t") as s:
+        st_ = os.statvfs(s.paths.workspace)
+        assert st_.f_blocks * st_.f_frsize == 8 << 20, "session dir is not an 8 MiB tmpfs"
+        r = s.exec(["python3", "-c", write])
+        assert r.termination is Termination.DISK, r
+        assert r.bound is not None and r.bound.limit == 8 and (r.bound.observed or 0) >= 7
+        assert b"No space left" in r.stderr
+        # The disk is still full, but a failure that wrote nothing is not blamed on it.
+        again = s.exec(["python3", "-c", "raise SystemExit(4)"])
+        assert again.termination is Termination.EXIT and again.exit_code == 4
+
+
+@pytest.mark.integration
+def test_cpu_bound_per_process_and_tree_wide(tmp_path: Path) -> None:
+    spin = "while True: pass"
+    tree = ("import subprocess, sys\n"
+            "ps = [subprocess.Popen([sys.executable, '-c', 'import time\\n"
+            "t=time.process_time()\\nwhile time.process_time()-t < 0.7: pass'])"
+            " for _ in range(4)]\n[p.wait() for p in ps]")
+    with LocalSandbox(tmp_path).open(_contract(cpu_seconds=1), label="t") as s:
+        single = s.exec(["python3", "-c", spin])
+        spread = s.exec(["python3", "-c", tree])
+    assert single.termination is Termination.CPU and single.bound is not None, single
+    assert single.bound.limit == 1 and (single.cpu_s or 0) >= 0.9
+    # Four children of 0.7 s each stay under RLIMIT_CPU; only the cgroup total catches them.
+    assert spread.termination is Termination.CPU, spread
+    assert (spread.cpu_s or 0) >= 1.0
+
+
+@pytest.mark.integration
+def test_host_secrets_absent_and_python_is_the_harness_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    with LocalSandbox(tmp_path).open(_contract(), label="t") as s:
+        r = s.exec(["python3", "-c", "import os, sys; print(sorted(os.environ)); "
+                    "print(sys.executable); print(os.environ['HOME'])"])
+    assert r.ok, r
+    names, exe, home = r.stdout.decode().splitlines()
+    assert "AWS_SECRET_ACCESS_KEY" not in names and "GITHUB_TOKEN" not in names
+    assert b"hunter2" not in r.stdout and b"ghp_" not in r.stdout
+    assert os.path.realpath(exe) == os.path.realpath(sys.executable)
+    assert home == s.paths.io
+
+
+@pytest.mark.integration
+def test_command_not_found_is_a_result_not_an_error(tmp_path: Path) -> None:
+    with LocalSandbox(tmp_path).open(_contract(), label="t") as s:
+        r = s.exec(["no-such-command-xyz"])
+        shell = s.exec(["sh", "-c", "no-such-command-xyz"])
+    assert not r.ok and r.termination is Termination.EXIT and r.exit_code not in (None, 0)
+    assert shell.exit_code == 127
+
+
+@pytest.mark.integration
+def test_paths_outside_and_symlinks_out_are_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "host-file"
+    outside.write_text("host")
+    with LocalSandbox(tmp_path / "sb").open(_contract(), label="t") as s:
+        ws = Path(s.paths.workspace)
+        with pytest.raises(ValueError):
+            s.read_file(str(outside))
+        with pytest.raises(ValueError):
+            s.write_file(f"{s.paths.workspace}/../../escape", b"x")
+        (ws / "link").symlink_to(outside)
+        assert s.read_file(str(ws / "link")) is None
+        s.write_file(str(ws / "link"), b"inside")
+        assert outside.read_text() == "host" and not (ws / "link").is_symlink()
+        (ws / "dirlink").symlink_to(tmp_path)
+        with pytest.raises(ValueError):
+            s.write_file(str(ws / "dirlink" / "x"), b"x")
+        os.mkfifo(ws / "fifo")
+        s.get_tree(tmp_path / "out")
+    assert (tmp_path / "out" / "dirlink").is_symlink(), "get_tree followed a symlink out"
+    assert not (tmp_path / "out" / "fifo").exists()
+
+
+@pytest.mark.integration
+def test_cgroup_setup_failure_is_sandbox_unavailable(tmp_path: Path) -> None:
+    broken = CgroupDriver(version="v1", bases={"memory": str(tmp_path / "nope"),
+                                               "pids": str(tmp_path / "nope")},
+                          swap_accounted=True)
+    sandbox = LocalSandbox(tmp_path, capabilities=HOST.model_copy(update={"cgroups": broken}))
+    with sandbox.open(_contract(), label="t") as s, pytest.raises(
+            SandboxUnavailableError, match="cgroup"):
+        s.exec(["true"])
+
+
+@pytest.mark.integration
+def test_describe_names_the_mechanisms() -> None:
+    facts = LocalSandbox().describe()
+    assert facts["backend"] == "local" and facts["bwrap"] == HOST.bwrap_version
+    assert facts["cgroup"] in ("v1", "v2") and facts["disk"] == "tmpfs"
+
+
+# -- cgroup file parsing and v2 layout (no real cgroup needed) ---------------------------
+
+_KEY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+
+
+@given(st.dictionaries(_KEY, st.integers(min_value=0, max_value=2**63)))
+def test_parse_keyed_round_trips(values: dict[str, int]) -> None:
+    text = "".join(f"{k} {v}\n" for k, v in values.items()) + "garbage line here\nx y\n"
+    parsed = parse_keyed(text)
+    assert {k: parsed[k] for k in values} == values
+
+
+@given(st.lists(st.sampled_from(["memory", "pids", "cpu,cpuacct", "name=systemd"]),
+                unique=True), st.text(alphabet="abc/", max_size=10))
+def test_parse_proc_cgroup(controllers: list[str], path: str) -> None:
+    lines = [f"{i + 1}:{c}:/{path}" for i, c in enumerate(controllers)] + ["0::/v2"]
+    parsed = parse_proc_cgroup("\n".join(lines))
+    assert parsed[""] == "/v2"
+    for c in controllers:
+        for name in c.split(","):
+            assert parsed[name] == f"/{path}"
+
+
+def test_v2_layout_detected_and_limits_written(tmp_path: Path) -> None:
+    mnt = tmp_path / "cg2"
+    mnt.mkdir()
+    (mnt / "cgroup.controllers").write_text("cpu memory pids\n")
+    (mnt / "cgroup.subtree_control").write_text("")
+    proc = tmp_path / "proc" / "self"
+    proc.mkdir(parents=True)
+    (proc / "mountinfo").write_text(f"41 31 0:38 / {mnt} rw - cgroup2 cgroup2 rw\n")
+    (proc / "cgroup").write_text("0::/\n")
+    driver = detect_cgroups(tmp_path / "proc")
+    assert driver is not None and driver.version == "v2"
+    assert (mnt / "harness" / "cgroup.subtree_control").read_text() == "+memory +pids"
+    group = driver.create(memory_mb=64, pids=10)
+    d = group.dirs["memory"]
+    assert (d / "memory.max").read_text() == str(64 << 20)
+    assert (d / "pids.max").read_text() == "10"
+    (d / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    (d / "pids.events").write_text("max 7\n")
+    (d / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1\n")
+    stats = group.stats()
+    assert (stats.oom_kills, stats.pids_max_events, stats.cpu_s) == (1, 7, 1.5)

@@ -1,0 +1,105 @@
+"""Test support: a tiny real project on disk (fast verifier) and a JUnit builder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+
+VERIFY = textwrap.dedent(
+    """\
+    import os, sys
+    sys.path.insert(0, ".")
+    from calc import add
+    ok = add(2, 2) == 4
+    os.makedirs("reports", exist_ok=True)
+    body = '<testcase classname="tests.hidden" name="test_add">' + ("" if ok else '<failure message="add(2,2) != 4"/>') + "</testcase>"
+    open("reports/junit.xml", "w").write('<testsuite tests="1">' + body + "</testsuite>")
+    sys.exit(0 if ok else 1)
+    """
+)
+
+CASE = textwrap.dedent(
+    """\
+    id: {id}
+    version: 1
+    title: add must add
+    request: Fix `add` in calc.py.
+    repo: {{kind: folder, path: repo}}
+    contract:
+      agent: {{timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}}
+      verifier: {{timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}}
+    verifier:
+      command: [python3, verify_hidden.py]
+      artifacts:
+        - {{path: reports/junit.xml, rule: junit, min_tests: 1, fail_to_pass: [tests.hidden::test_add]}}
+      hidden:
+        - {{src: hidden/verify_hidden.py, dest: verify_hidden.py}}
+    reference: {{patch: reference.patch}}
+    """
+)
+
+PATCH = textwrap.dedent(
+    """\
+    --- a/calc.py
+    +++ b/calc.py
+    @@ -1,2 +1,2 @@
+     def add(a, b):
+    -    return a - b
+    +    return a + b
+    """
+)
+
+PROJECT = textwrap.dedent(
+    """\
+    task_set: mini
+    policy: policy.yaml
+    releases:
+      good:
+        agent: {adapter: simulated, simulated: {skill: {default: 1.0}}}
+        components: {model: demo, orchestration: [prompt.txt]}
+      bad:
+        agent: {adapter: simulated, simulated: {skill: {default: 0.0}, overclaim: 1.0}}
+        components: {model: demo}
+      slow:
+        agent: {adapter: command, command: [sh, -c, "sleep 0.5; cp -r $HARNESS_WORKSPACE/. /tmp/x 2>/dev/null; true"]}
+    """
+)
+
+
+def make_project(root: Path, n_cases: int = 3) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "harness.yaml").write_text(PROJECT)
+    (root / "prompt.txt").write_text("You are a careful engineer.\n")
+    (root / "policy.yaml").write_text('version: "1"\n')
+    for i in range(n_cases):
+        cid = f"add-{i}"
+        d = root / "cases" / cid
+        (d / "repo").mkdir(parents=True)
+        (d / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        (d / "hidden").mkdir()
+        (d / "hidden" / "verify_hidden.py").write_text(VERIFY)
+        (d / "reference.patch").write_text(PATCH)
+        (d / "case.yaml").write_text(CASE.format(id=cid))
+    return root
+
+
+def harness(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=root, capture_output=True, text=True,
+        timeout=timeout, env=env, check=False,
+    )
+
+
+def junit(*cases: tuple[str, bool]) -> bytes:
+    body = "".join(
+        f'<testcase classname="tests.test_hidden" name="{n}">'
+        + ("" if ok else '<failure message="assert 41 == 42">E assert 41 == 42</failure>')
+        + "</testcase>"
+        for n, ok in cases
+    )
+    return f'<?xml version="1.0"?><testsuite tests="{len(cases)}">{body}</testsuite>'.encode()
