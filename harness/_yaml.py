@@ -15,7 +15,10 @@ __all__ = ["load_model", "load_yaml", "validation_to_config_error"]
 M = TypeVar("M", bound=BaseModel)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_BaseLoader):  # type: ignore[valid-type,misc]
     """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
 
 
@@ -70,7 +73,7 @@ def load_yaml(
         raise error_cls(f"cannot read file: {exc}", file=path) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_BaseLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,7 +28,7 @@ __all__ = [
     "Verdict",
 ]
 
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION: Final = 1
 
 
 class _Frozen(BaseModel):

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -330,6 +331,32 @@ def _signature(a: AttemptRecord) -> tuple[object, ...]:
     return (v.outcome, v.failure_type, v.failing_tests, tuple(c.name for c in v.checks if not c.ok))
 
 
+_CASES: dict[tuple[str, str], LoadedCase] = {}
+_CASES_LOCK = threading.Lock()
+
+
+def _load_planned_case(spec: TrialSpec) -> LoadedCase:
+    """Load the case the trial was planned with (cached per process by path and digest).
+
+    Raises:
+        EvaluatorError: the case folder no longer has the planned digest.
+    """
+    key = (spec.case_dir, spec.case_digest)
+    with _CASES_LOCK:
+        cached = _CASES.get(key)
+    if cached is not None:
+        return cached
+    lc = load_case(Path(spec.case_dir))
+    if lc.digest != spec.case_digest:
+        raise EvaluatorError(
+            f"case {lc.id} changed since the run was planned "
+            f"({spec.case_digest} → {lc.digest}); evidence does not transfer"
+        )
+    with _CASES_LOCK:
+        _CASES[key] = lc
+    return lc
+
+
 def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     """Run one trial (all its attempts) and return its immutable record and blobs."""
     started = dt.datetime.now(dt.UTC)
@@ -342,12 +369,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     with tempfile.TemporaryDirectory(prefix="harness-trial-") as tmpname:
         tmp = Path(tmpname)
         try:
-            lc = load_case(Path(spec.case_dir))
-            if lc.digest != spec.case_digest:
-                raise EvaluatorError(
-                    f"case {lc.id} changed since the run was planned "
-                    f"({spec.case_digest} → {lc.digest}); evidence does not transfer"
-                )
+            lc = _load_planned_case(spec)
             start = tmp / "start"
             materialize(lc, start)
             ctx = _Context(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -31,7 +31,7 @@ __all__ = [
     "Verifier",
 ]
 
-CASE_SCHEMA_VERSION = 1
+CASE_SCHEMA_VERSION: Final = 1
 _ID_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 

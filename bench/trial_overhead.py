@@ -1,0 +1,102 @@
+"""Per-trial overhead of the whole pipeline on the local backend (prints ratios).
+
+Builds a no-op golden set of ``--cases`` cases and runs it ``--k`` times through the real
+pipeline (plan, local sandbox for agent and verifier, candidate snapshot, verdict, store
+writes) with one worker, side by side with the same agent and verifier commands run as
+bare subprocesses in a loop (copying the same starting tree to a temp dir per trial).
+
+    python bench/trial_overhead.py --cases 100 --k 5 --command python
+    python bench/trial_overhead.py --cases 100 --k 5 --command true
+
+``--command python`` uses ``python3 -c pass``-like commands (what real agents and verifiers
+start with); ``--command true`` isolates the fixed cost of the sandbox itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from harness.cases.lock import lock_cases, read_lock, write_lock
+from harness.cases.load import load_cases
+from harness.executors.local import LocalExecutor
+from harness.project import load_project
+from harness.run import execute, plan_run
+from harness.store import Store
+
+COMMANDS = {
+    "python": (["python3", "-c", "open('out.txt','w').write('x')"], ["python3", "-c", "import sys; sys.exit(0)"]),
+    "true": (["sh", "-c", "echo x > out.txt"], ["true"]),
+}
+
+
+def build(root: Path, n: int, kind: str) -> None:
+    agent, verifier = COMMANDS[kind]
+    (root / "harness.yaml").write_text(
+        "releases:\n  noop:\n    agent: {adapter: command, command: %s}\n" % agent
+    )
+    for i in range(n):
+        d = root / "cases" / f"noop-{i:03d}"
+        (d / "repo" / "src").mkdir(parents=True)
+        for j in range(5):
+            (d / "repo" / "src" / f"m{j}.py").write_text(f"X = {j}\n" * 20)
+        (d / "case.yaml").write_text(
+            f"id: noop-{i:03d}\nversion: 1\nrequest: nothing\nlane: judgment\n"
+            f"repo: {{kind: folder, path: repo}}\nverifier: {{command: {verifier}}}\n"
+        )
+    lock, _ = lock_cases(load_cases(root / "cases"), read_lock(root / "cases/golden.lock.yaml", "golden"))
+    write_lock(root / "cases/golden.lock.yaml", lock)
+
+
+def pipeline(root: Path, k: int) -> float:
+    project = load_project(root)
+    store = Store(project.store_dir)
+    plan = plan_run(project, "noop", k, fresh=True, store=store)
+    ex = LocalExecutor(1)
+    t = time.perf_counter()
+    with store.open_run(plan.record) as h:
+        execute(h, plan.specs, ex)
+    ex.close()
+    return time.perf_counter() - t
+
+
+def bare(root: Path, n: int, k: int, kind: str) -> float:
+    agent, verifier = COMMANDS[kind]
+    t = time.perf_counter()
+    for i in range(n):
+        src = root / "cases" / f"noop-{i:03d}" / "repo"
+        for _ in range(k):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = Path(tmp) / "ws"
+                shutil.copytree(src, ws)
+                subprocess.run(agent, cwd=ws, check=True)
+                subprocess.run(verifier, cwd=ws, check=True)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=100)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--command", choices=sorted(COMMANDS), default="python")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root, args.cases, args.command)
+        b1 = bare(root, args.cases, args.k, args.command)
+        p = pipeline(root, args.k)
+        b2 = bare(root, args.cases, args.k, args.command)
+    trials = args.cases * args.k
+    b = min(b1, b2)
+    print(f"{trials} trials, commands={args.command}, one worker")
+    print(f"bare subprocess loop : {b:8.2f} s  ({1000 * b / trials:7.1f} ms/trial)  [runs: {b1:.2f}, {b2:.2f}]")
+    print(f"harness local backend: {p:8.2f} s  ({1000 * p / trials:7.1f} ms/trial)")
+    print(f"overhead ratio       : {p / b:8.2f}  (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
