@@ -129,7 +129,7 @@ def run(
     """Run every case K times for RELEASE, judge, and gate against the baseline."""
     from harness.decision import decide_run
     from harness.project import load_project
-    from harness.run import execute, plan_run
+    from harness.run import execute, flaky_rerun_specs, plan_run
     from harness.store import Store
 
     if jobs is not None and jobs < 1:
@@ -157,10 +157,15 @@ def run(
         ) as progress:
             task = progress.add_task("trials", total=len(plan.specs), completed=done_before)
             try:
-                ran, skipped = execute(
-                    handle, plan.specs, executor,
-                    on_record=lambda rec, _w: progress.advance(task),
-                )
+                execute(handle, plan.specs, executor,
+                        on_record=lambda rec, _w: progress.advance(task))
+                extra = flaky_rerun_specs(plan, store, project)
+                if extra:
+                    progress.update(task, total=len(plan.specs) + len(extra))
+                    progress.advance(task, len(extra) - len([s for s in extra
+                                                             if s.key.slug() not in handle.done()]))
+                    execute(handle, extra, executor,
+                            on_record=lambda rec, _w: progress.advance(task))
             finally:
                 executor.close()
         decision = decide_run(project, store, handle.run_id, write=True, handle=handle)

@@ -23,12 +23,20 @@ from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
+from harness.policy import LoadedPolicy, Policy, load_policy
 from harness.project import Project, Release
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.store import RunHandle, Store
 from harness.trial import TrialOutput, TrialSpec
 
-__all__ = ["PlannedRun", "check_system_unchanged", "execute", "load_locked_cases", "plan_run"]
+__all__ = [
+    "PlannedRun",
+    "check_system_unchanged",
+    "execute",
+    "flaky_rerun_specs",
+    "load_locked_cases",
+    "plan_run",
+]
 
 DOWNGRADABLE = frozenset({"network", "memory", "pids", "cpu", "disk", "read_only_root"})
 
@@ -41,6 +49,8 @@ class PlannedRun:
     specs: list[TrialSpec]
     cases: list[LoadedCase]
     baseline: Baseline | None
+    arms: list[_ArmPlan]
+    policy: Policy | None
 
 
 def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
@@ -60,14 +70,9 @@ def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> li
     return cases
 
 
-def _policy(project: Project) -> tuple[str | None, dict[str, Any] | None, str | None]:
+def _policy(project: Project) -> LoadedPolicy | None:
     path = project.policy_path
-    if path is None:
-        return None, None, None
-    from harness.policy import load_policy
-
-    loaded = load_policy(path)
-    return loaded.digest, loaded.policy.model_dump(mode="json"), loaded.file_digest
+    return load_policy(path) if path is not None else None
 
 
 def plan_run(
@@ -102,7 +107,11 @@ def plan_run(
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
     sys_digest = digest_json(sysdef)
-    pol_digest, pol, pol_file = _policy(project)
+    loaded_policy = _policy(project)
+    policy = loaded_policy.policy if loaded_policy is not None else None
+    pol_digest = loaded_policy.digest if loaded_policy is not None else None
+    pol_file = loaded_policy.file_digest if loaded_policy is not None else None
+    pol = policy.model_dump(mode="json") if policy is not None else None
 
     base: Baseline | None = None
     base_release: Release | None = None
@@ -152,47 +161,88 @@ def plan_run(
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
     )
-    specs = _specs(project, record, release, cases, base_release, baseline)
-    return PlannedRun(record=record, specs=specs, cases=cases, baseline=base)
+    scored = [lc.id for lc in cases if lc.case.lane == "exec"]
+    base_cases = policy.baseline.sample(scored) if policy is not None else scored
+    arms = _arm_plans(record, release, base_release, base_cases)
+    specs = _specs(project, record, arms, cases, range(k))
+    return PlannedRun(record=record, specs=specs, cases=cases, baseline=base, arms=arms,
+                      policy=policy)
+
+
+@dataclass(frozen=True)
+class _ArmPlan:
+    arm: Arm
+    name: str
+    release: Release
+    system_digest: str
+    case_ids: frozenset[str]
+
+
+def _arm_plans(record: ReleaseRecord, release: Release, base_release: Release | None,
+               baseline_cases: Sequence[str]) -> list[_ArmPlan]:
+    plans = [_ArmPlan(Arm.CANDIDATE, record.release, release, record.system_digest,
+                      frozenset(record.cases))]
+    if base_release is not None and record.baseline is not None:
+        assert record.baseline_system_digest is not None
+        plans.append(_ArmPlan(Arm.BASELINE, record.baseline, base_release,
+                              record.baseline_system_digest, frozenset(baseline_cases)))
+    return plans
+
+
+def _spec(project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int) -> TrialSpec:
+    key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
+    return TrialSpec(
+        key=key,
+        project_root=str(project.root),
+        case_dir=str(lc.dir),
+        case_digest=lc.digest,
+        release=arm.release,
+        system_digest=arm.system_digest,
+        backend=record.backend,
+        downgrade=frozenset(record.downgrade),
+        record_path=str(
+            project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
+        ),
+    )
 
 
 def _specs(
     project: Project,
     record: ReleaseRecord,
-    release: Release,
+    arms: Sequence[_ArmPlan],
     cases: Sequence[LoadedCase],
-    base_release: Release | None,
-    baseline: str | None,
+    trials: range,
+    only: frozenset[str] | None = None,
 ) -> list[TrialSpec]:
-    arms: list[tuple[Arm, str, Release, str]] = [
-        (Arm.CANDIDATE, record.release, release, record.system_digest)
+    return [
+        _spec(project, record, arm, lc, t)
+        for lc in cases
+        if only is None or lc.id in only
+        for arm in arms
+        if lc.id in arm.case_ids
+        for t in trials
     ]
-    if base_release is not None and baseline is not None:
-        assert record.baseline_system_digest is not None
-        arms.append((Arm.BASELINE, baseline, base_release, record.baseline_system_digest))
-    specs = []
-    for lc in cases:
-        for arm, name, rel, digest in arms:
-            for t in range(record.k):
-                key = TrialKey(
-                    arm=arm, release=name, case_id=lc.id, case_version=lc.version, trial=t
-                )
-                specs.append(
-                    TrialSpec(
-                        key=key,
-                        project_root=str(project.root),
-                        case_dir=str(lc.dir),
-                        case_digest=lc.digest,
-                        release=rel,
-                        system_digest=digest,
-                        backend=record.backend,
-                        downgrade=frozenset(record.downgrade),
-                        record_path=str(
-                            project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
-                        ),
-                    )
-                )
-    return specs
+
+
+def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[TrialSpec]:
+    """Extra trials for flaky-looking cases (both arms, to keep the pairs), per the policy.
+
+    Decided from the first k recorded trials only, so a resumed run decides the same way.
+    """
+    from harness.gate import rerun_plan
+    from harness.stats import ArmData, summarize_arm
+
+    if plan.policy is None or plan.policy.flaky_reruns.extra_trials == 0:
+        return []
+    k = plan.record.k
+    records = [r for r in store.trials(plan.record.run_id) if r.key.trial < k]
+    flaky: set[str] = set()
+    for arm in plan.arms:
+        data = ArmData.from_records([r for r in records if r.key.arm is arm.arm], k)
+        flaky |= set(rerun_plan(plan.policy, summarize_arm(data)))
+    flaky -= set(plan.record.judgment_cases)
+    extra = range(k, k + plan.policy.flaky_reruns.extra_trials)
+    return _specs(project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky))
 
 
 def execute(

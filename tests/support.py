@@ -64,8 +64,8 @@ PROJECT = textwrap.dedent(
       bad:
         agent: {adapter: simulated, simulated: {skill: {default: 0.0}, overclaim: 1.0}}
         components: {model: demo}
-      slow:
-        agent: {adapter: command, command: [sh, -c, "sleep 0.5; cp -r $HARNESS_WORKSPACE/. /tmp/x 2>/dev/null; true"]}
+      coin:
+        agent: {adapter: simulated, simulated: {skill: {default: 0.5}}}
     """
 )
 
