@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness._yaml import load_model
-from harness.digest import digest_file, digest_json, tree_digest
+from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
 from harness.errors import ConfigError
 
 __all__ = [
@@ -186,8 +186,15 @@ class Project(BaseModel):
                     file=self.root / PROJECT_FILE,
                     field=f"releases.{name}.components.orchestration",
                 )
+        agent_code: dict[str, str] = {}
+        if release.agent.adapter == "simulated":
+            from importlib import resources
+
+            script = resources.files("harness.agents").joinpath("simulated_agent.py").read_bytes()
+            agent_code["simulated_agent.py"] = digest_bytes(script)
         return {
             "release": name,
+            "agent_code": agent_code,
             "agent": release.agent.model_dump(mode="json"),
             "components": release.components.model_dump(mode="json"),
             "orchestration_digests": hashed,

@@ -64,6 +64,11 @@ PROJECT = textwrap.dedent(
       bad:
         agent: {adapter: simulated, simulated: {skill: {default: 0.0}, overclaim: 1.0}}
         components: {model: demo}
+      learner:
+        agent: {adapter: simulated, simulated: {skill: {default: 0.3}, learns_from_feedback: 1.0}}
+        retry: {max_attempts: 2}
+      learner-no-retry:
+        agent: {adapter: simulated, simulated: {skill: {default: 0.3}, learns_from_feedback: 1.0}}
       coin:
         agent: {adapter: simulated, simulated: {skill: {default: 0.5}}}
     """

@@ -83,6 +83,9 @@ def prepare_agent(
             "overclaim": settings.overclaim if settings else 0.0,
             "learns_from_feedback": settings.learns_from_feedback if settings else 0.0,
             "reference_patch": None,
+            "prior_seeds": [
+                trial_seed(release_name, case.id, case.version, trial, a) for a in range(1, attempt)
+            ],
         }
         if case.reference is not None:
             # The demo agent "knows" the answer; a real agent never gets this file.

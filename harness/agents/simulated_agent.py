@@ -42,11 +42,23 @@ def _drop_one_line(patch: str, rng: random.Random) -> str:
     return "".join(line for i, line in enumerate(lines) if i != drop)
 
 
-def _apply(patch: str, workspace: str) -> bool:
+def _decide(sim: dict, seed: int, had_feedback: bool, patch: str) -> tuple[str, str]:
+    """Replayable decision of one attempt: ("abstain", "") or ("submit", change)."""
+    rng = random.Random(seed)
+    if rng.random() < sim.get("abstain", 0.0):
+        return "abstain", ""
+    intact = rng.random() < sim.get("skill", 1.0)
+    if not intact and had_feedback and rng.random() < sim.get("learns_from_feedback", 0.0):
+        intact = True
+    change = patch if intact else _drop_one_line(patch, rng)
+    return ("intact" if intact else "botched"), change
+
+
+def _apply(patch: str, workspace: str, reverse: bool = False) -> bool:
     if not patch.strip():
         return True
     done = subprocess.run(
-        ["git", "apply", "--recount", "--whitespace=nowarn", "-"],
+        ["git", "apply", "--recount", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"],
         input=patch.encode(),
         cwd=workspace,
         capture_output=True,
@@ -62,26 +74,27 @@ def main() -> int:
     with open(os.environ["HARNESS_SIMULATION"], encoding="utf-8") as fh:
         sim = json.load(fh)
     workspace = os.environ["HARNESS_WORKSPACE"]
-    rng = random.Random(sim["seed"])
     had_feedback = bool(os.environ.get("HARNESS_FEEDBACK"))
     result: dict[str, object] = {"turns": 1, "usage": {"input_tokens": 0, "output_tokens": 0}}
-
-    if rng.random() < sim.get("abstain", 0.0):
+    patch = ""
+    if sim.get("reference_patch"):
+        with open(sim["reference_patch"], encoding="utf-8") as fh:
+            patch = fh.read()
+    # A correction attempt starts from the previous candidate: undo this agent's own
+    # earlier changes (replayed from their seeds) before acting again.
+    earlier = [_decide(sim, seed, i > 0, patch) for i, seed in enumerate(sim.get("prior_seeds", []))]
+    for _kind, change in reversed(earlier):
+        _apply(change, workspace, reverse=True)
+    kind, change = _decide(sim, sim["seed"], had_feedback, patch)
+    rng = random.Random(sim["seed"] ^ 0x5EED)
+    if kind == "abstain":
         result.update(status="abstained", claim="declined: request cannot be done safely")
     else:
-        patch = ""
-        if sim.get("reference_patch"):
-            with open(sim["reference_patch"], encoding="utf-8") as fh:
-                patch = fh.read()
-        intact = rng.random() < sim.get("skill", 1.0)
-        if not intact and had_feedback and rng.random() < sim.get("learns_from_feedback", 0.0):
-            intact = True
-        change = patch if intact else _drop_one_line(patch, rng)
         if not _apply(change, workspace):
             result.update(status="submitted", claim="patch did not apply", claimed_success=False)
             _write(result)
             return 1
-        claims = intact or rng.random() < sim.get("overclaim", 0.0)
+        claims = kind == "intact" or rng.random() < sim.get("overclaim", 0.0)
         result.update(
             status="submitted",
             claim="applied the fix; tests pass" if claims else "attempted a fix; unsure",

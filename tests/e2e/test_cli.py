@@ -109,3 +109,24 @@ def test_sigkill_mid_run_then_resume_keeps_every_finished_trial(project):
     leftovers = [d for d in Path(tempfile.gettempdir()).glob("harness-*")
                  if (d / ".harness-owner").is_file() and (d / ".harness-owner").read_text().strip() == str(proc.pid)]
     assert leftovers == [], "sessions of the killed run must be swept by the next run"
+
+
+def _resolved(project: Path, release: str) -> tuple[int, list[dict]]:
+    harness(project, "run", "--release", release, "--k", "4", "--no-report")
+    shown = json.loads(harness(project, "show", "--json").stdout)
+    return sum(t["verdict"]["outcome"] == "pass" for t in shown["trials"]), shown["trials"]
+
+
+def test_correction_attempts_resolve_more_trials_with_visible_lineage(project):
+    without, _ = _resolved(project, "learner-no-retry")
+    with_retry, trials = _resolved(project, "learner")
+    assert with_retry > without
+    corrected = [t for t in trials if len(t["attempts"]) == 2]
+    assert corrected, "some trial must have needed a second attempt"
+    for t in corrected:
+        first, second = t["attempts"]
+        assert first["verdict"]["outcome"] == "fail" and second["feedback_blob"]
+        assert first["candidate_digest"] != second["candidate_digest"]
+        assert t["stop_reason"] in {"passed", "attempt_limit", "identical_failure"}
+    table = harness(project, "show").stdout
+    assert "fail(test_failure) → pass" in table
