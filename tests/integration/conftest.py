@@ -49,7 +49,7 @@ def _docker(tmp: Path) -> Sandbox:
 
     why = None
     try:
-        client = connect(timeout=30)
+        client = _DOCKER_CLIENT[0] if _DOCKER_CLIENT else connect(timeout=30)
         if find_image(client, DEFAULT_IMAGE) is None:
             client.close()
             why = f"base image {DEFAULT_IMAGE} missing; run ci/docker-up.sh"
@@ -59,7 +59,11 @@ def _docker(tmp: Path) -> Sandbox:
         if os.environ.get("HARNESS_REQUIRE_DOCKER") == "1":
             pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {why}", pytrace=False)
         pytest.skip(why)
+    _DOCKER_CLIENT[:] = [client]  # one client for the session: no leaked connections
     return DockerSandbox(client, run_id="pytest-conformance")
+
+
+_DOCKER_CLIENT: list[object] = []
 
 
 BACKENDS["docker"] = _docker

@@ -1,0 +1,818 @@
+"""Docker sandbox backend: one holder container per session, one container per command.
+
+Layout of a session (everything labelled ``harness.managed=1`` + run/session/role/owner):
+
+* two named volumes on the ``local`` driver backed by ``tmpfs`` with ``size=`` (the disk
+  bound): the workspace (``/workspace``, ``disk_mb``) and the protocol folder
+  (``/harness/io``, 16 MiB). When the image carries the ``harness.seed`` label (per-case
+  images, :mod:`harness.images`), the holder copies that folder into the fresh workspace
+  inside the engine, so the starting state never travels through the API;
+* a *holder* container (``sleep infinity`` under ``--init``, no network, tiny memory) that
+  keeps the tmpfs volumes mounted between commands and serves ``put_archive`` /
+  ``get_archive``, so file transfer also works with a remote ``DOCKER_HOST``;
+* for each :meth:`DockerSession.exec`, a fresh container from the same image with the
+  volumes, ``--init``, ``--network none`` (unless the contract says ``host``), read-only
+  root, ``/tmp`` tmpfs of ``disk_mb``, ``mem_limit == memswap_limit``, ``pids_limit``,
+  ``nano_cpus``, ``RLIMIT_CPU`` for ``cpu_seconds``, ``no-new-privileges``, optional user.
+
+Which bound fired comes from the engine's evidence, never from the command's own words:
+
+* ``memory``: ``State.OOMKilled`` of the command's container, with a non-zero status;
+* ``wall_clock``: the harness's own deadline; the container is killed (``SIGKILL``);
+* ``pids``: at the deadline the engine's stats show ``pids_stats.current`` at the limit
+  (a fork bomb); or (heuristic: the container and its cgroup's ``pids.events`` are gone by
+  the time we look) the command failed and its stderr carries the kernel's ``EAGAIN`` from
+  ``fork``/``clone`` (``fork: Resource temporarily unavailable``, Python's
+  ``BlockingIOError: [Errno 11]``, ``pthread_create``);
+* ``cpu``: exit status ``128+SIGXCPU`` while ``cpu_seconds`` is set (``RLIMIT_CPU``);
+* ``disk``: a failed command whose stderr reports ``ENOSPC`` (the tmpfs is full).
+
+A command killed from outside (``docker kill``/``stop``/``rm -f``), a lost holder (the
+workspace is gone) or an engine that went away mid-command raise
+:class:`~harness.errors.SandboxUnavailableError`: an ``infra_error``, never a ``fail``.
+Exit statuses are reported as the engine gives them (``--init`` reports a child killed by
+signal ``N`` as ``128+N``; the engine cannot tell that apart from ``exit(128+N)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import math
+import os
+import re
+import signal
+import socket
+import stat
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+from pydantic import BaseModel, ConfigDict
+
+from harness.cases.model import PhaseContract
+from harness.errors import ContractUnenforceableError, SandboxUnavailableError
+from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "LABEL",
+    "SEED_LABEL",
+    "DockerSandbox",
+    "DockerSession",
+    "PruneReport",
+    "connect",
+    "engine_errors",
+    "find_image",
+    "prune",
+]
+
+DEFAULT_IMAGE = "harness-base:bookworm"
+LABEL = "harness.managed"
+SEED_LABEL = "harness.seed"
+"""Image label naming a folder copied into a fresh session's workspace (case images)."""
+_WS, _IO = "/workspace", "/harness/io"
+_IO_MB = 16
+_HOLDER_MEM = 32 * 1024 * 1024
+_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
+_EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
+    rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
+    rb"BlockingIOError: \[Errno 11\] Resource temporarily unavailable|"
+    rb"(pthread_create|clone)[^\n]*Resource temporarily unavailable", re.I)
+_NOT_FOUND = re.compile(r"executable file not found|no such file or directory|"
+                        r"permission denied", re.I)
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def _unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
+    msg = str(getattr(exc, "explanation", None) or exc).strip() or type(exc).__name__
+    return SandboxUnavailableError(f"docker: {what}: {msg}", reason=reason)
+
+
+@contextlib.contextmanager
+def _engine(what: str, reason: str = "engine_error") -> Iterator[None]:
+    """Translate every foreign engine exception into SandboxUnavailableError (one boundary)."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise _unavailable(what, exc, "image_missing") from exc
+    except docker.errors.NotFound as exc:
+        raise _unavailable(what, exc, "container_gone") from exc
+    except (requests.exceptions.ConnectionError, ConnectionError) as exc:
+        raise _unavailable(what, exc, "engine_unreachable") from exc
+    except _ENGINE_ERRORS as exc:
+        raise _unavailable(what, exc, reason) from exc
+
+
+engine_errors = _engine
+
+
+def find_image(client: Any, ref: str) -> Any | None:
+    """Return the local image ``ref``, or ``None`` when the engine does not have it.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be asked.
+
+    """
+    with _engine(f"looking up image {ref!r}", "engine_error"):
+        try:
+            return client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return None
+
+
+def connect(timeout: float = 60.0) -> Any:
+    """Return a docker client from the environment (``DOCKER_HOST`` etc.), checked alive.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be reached (reason ``engine_unreachable``).
+
+    """
+    with _engine("connecting to the engine (is dockerd running? DOCKER_HOST?)",
+                 "engine_unreachable"):
+        client = docker.from_env(timeout=int(timeout))
+        try:
+            client.ping()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+
+class PruneReport(BaseModel):
+    """What :func:`prune` removed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    containers: tuple[str, ...] = ()
+    """Names of removed containers."""
+    volumes: tuple[str, ...] = ()
+    """Names of removed volumes."""
+
+
+def _created(text: str) -> float:
+    """Parse the engine's RFC 3339 timestamps (nanoseconds, ``Z``) into epoch seconds."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", text)
+    if not m:
+        return 0.0
+    frac = float(m.group(2) or 0.0)
+    tz = m.group(3) or "Z"
+    stamp = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz))
+    return stamp.timestamp() + frac
+
+
+def _owner_dead(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def prune(
+    client: Any | None = None,
+    older_than: float | dt.timedelta | None = None,
+    *,
+    orphans_only: bool = False,
+    run_id: str | None = None,
+) -> PruneReport:
+    """Remove harness-labelled containers and volumes left behind (``harness sandbox prune``).
+
+    ``older_than`` (seconds or a timedelta) keeps anything younger; ``orphans_only`` removes
+    only what belongs to a dead ``harness`` process on this host (safe at the start of a run
+    while other runs are alive); ``run_id`` limits the sweep to one run's objects. With none
+    of these, every harness-labelled object goes.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be reached or refuses the removal.
+
+    """
+    client = client if client is not None else connect()
+    age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
+    now = time.time()
+
+    def doomed(labels: Mapping[str, str], created: str) -> bool:
+        if age is not None and now - _created(created) < age:
+            return False
+        return not orphans_only or _owner_dead(labels.get("harness.owner", ""))
+
+    flt = {"label": [f"{LABEL}=1", *([f"harness.run={run_id}"] if run_id else [])]}
+    gone_c: list[str] = []
+    gone_v: list[str] = []
+    with _engine("pruning harness containers"):
+        for c in client.containers.list(all=True, filters=flt):
+            if doomed(c.labels, c.attrs.get("Created", "")):
+                with contextlib.suppress(docker.errors.NotFound):
+                    c.remove(force=True)
+                    gone_c.append(c.name)
+        for v in client.volumes.list(filters=flt):
+            if doomed(v.attrs.get("Labels") or {}, v.attrs.get("CreatedAt", "")):
+                try:
+                    v.remove(force=True)
+                    gone_v.append(v.name)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: still in use by a live session
+                        raise
+    return PruneReport(containers=tuple(sorted(gone_c)), volumes=tuple(sorted(gone_v)))
+
+
+class DockerSandbox:
+    """The ``docker`` backend (docker SDK for Python); see the module docstring.
+
+    ``client`` defaults to :func:`connect` (``DOCKER_HOST`` and friends are honoured);
+    ``run_id`` labels every object of this run so :func:`prune` can sweep it.
+    """
+
+    name = "docker"
+
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        default_image: str = DEFAULT_IMAGE,
+        run_id: str = "adhoc",
+    ) -> None:
+        self._client = client if client is not None else connect()
+        self.default_image = default_image
+        self.run_id = run_id
+        self._info: dict[str, Any] | None = None
+
+    def _engine_info(self) -> dict[str, Any]:
+        if self._info is None:
+            with _engine("reading engine info", "engine_unreachable"):
+                self._info = dict(self._client.info())
+        return self._info
+
+    def describe(self) -> Mapping[str, str]:
+        """Engine version, API version, cgroup version, default image id, isolation used."""
+        with _engine("describing the engine", "engine_unreachable"):
+            ver = self._client.version()
+            try:
+                image_id = str(self._client.images.get(self.default_image).id)
+            except docker.errors.ImageNotFound:
+                image_id = "missing"
+        info = self._engine_info()
+        return {
+            "backend": self.name,
+            "engine_version": str(ver.get("Version", "?")),
+            "api_version": str(ver.get("ApiVersion", "?")),
+            "cgroup_version": str(info.get("CgroupVersion", "?")),
+            "storage_driver": str(info.get("Driver", "?")),
+            "default_image": self.default_image,
+            "default_image_id": image_id,
+            "isolation": "container per command; network none; read-only root; tmpfs "
+            "workspace/io//tmp with size; cgroup memory+swap, pids, cpu; RLIMIT_CPU",
+        }
+
+    def _check(self, contract: PhaseContract, downgrade: frozenset[str]) -> tuple[str, ...]:
+        info = self._engine_info()
+        wanted = {
+            "memory": bool(info.get("MemoryLimit")) and bool(info.get("SwapLimit")),
+            "pids": bool(info.get("PidsLimit")),
+            "cpu": contract.cpus is None or bool(info.get("CpuCfsQuota")),
+        }
+        skipped: list[str] = []
+        for bound, ok in wanted.items():
+            if ok:
+                continue
+            if bound not in downgrade:
+                raise ContractUnenforceableError(
+                    f"docker engine cannot enforce the {bound} bound (docker info reports "
+                    "the cgroup controller missing); fix the engine or downgrade explicitly",
+                    bound=bound,
+                )
+            skipped.append(bound)
+        return tuple(skipped)
+
+    def open(
+        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+    ) -> DockerSession:
+        """Open a session: volumes + holder container from the contract's image.
+
+        Raises:
+            ContractUnenforceableError: the engine lacks a cgroup controller a bound needs.
+            SandboxUnavailableError: engine unreachable, image missing, create/start failure.
+
+        """
+        skipped = self._check(contract, downgrade)
+        image_ref = contract.image or self.default_image
+        with _engine(f"image {image_ref!r} (build it: ci/docker-up.sh / harness images "
+                     "build)", "image_missing"):
+            image = self._client.images.get(image_ref)
+        return DockerSession(self._client, self, contract, image.id, label, skipped,
+                             dict(image.labels or {}))
+
+
+class DockerSession:
+    """One session: see :class:`DockerSandbox`. Use as a context manager; always closed."""
+
+    def __init__(
+        self,
+        client: Any,
+        backend: DockerSandbox,
+        contract: PhaseContract,
+        image_id: str,
+        label: str,
+        downgraded: tuple[str, ...],
+        image_labels: dict[str, str] | None = None,
+    ) -> None:
+        self._client = client
+        self._image_labels = image_labels
+        self._contract = contract
+        self._image_id = image_id
+        self._downgraded = downgraded
+        self._sid = uuid.uuid4().hex[:12]
+        self._labels = {
+            LABEL: "1",
+            "harness.run": backend.run_id,
+            "harness.session": self._sid,
+            "harness.label": label[:200],
+            "harness.owner": f"{socket.gethostname()}:{os.getpid()}",
+        }
+        self._volumes: list[Any] = []
+        self._containers: dict[str, Any] = {}
+        self._n = 0
+        self._uid: tuple[int, int] | None = None
+        self._closed = False
+        try:
+            self._holder, self._holder_started = self._start_holder()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _start_holder(self) -> tuple[Any, str]:
+        disk = self._contract.disk_mb
+        sizes = {_WS: f",size={disk}m" if disk else "", _IO: f",size={_IO_MB}m"}
+        mounts = []
+        for target, size in sizes.items():
+            name = f"harness-{self._sid}-{'ws' if target == _WS else 'io'}"
+            with _engine(f"creating volume {name}", "create_failed"):
+                vol = self._client.volumes.create(
+                    name=name, driver="local", labels=self._labels,
+                    driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"mode=1777{size}"},
+                )
+            self._volumes.append(vol)
+            mounts.append(docker.types.Mount(target, name, type="volume", no_copy=True))
+        self._mounts = mounts  # commands: never re-seed an emptied workspace from the image
+        with _engine("creating/starting the holder container", "create_failed"):
+            holder = self._client.containers.run(
+                self._image_id, ["infinity"], entrypoint=["sleep"], detach=True, init=True,
+                name=f"harness-{self._sid}-holder", labels={**self._labels, "harness.role":
+                "holder"}, network_mode="none", read_only=True,
+                volumes={m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts},
+                mem_limit=_HOLDER_MEM, memswap_limit=_HOLDER_MEM, pids_limit=16,
+                log_config=docker.types.LogConfig(type="none"), user="0",
+            )
+            self._containers[holder.id] = holder
+            holder.reload()
+        if holder.attrs["State"].get("Status") != "running":
+            raise SandboxUnavailableError(
+                f"docker: holder container of image {self._image_id} did not stay up "
+                f"(state {holder.attrs['State']}); the image needs `sleep`",
+                reason="start_failed",
+            )
+        seed = (self._image_labels or {}).get(SEED_LABEL)
+        if seed:
+            with _engine(f"seeding the workspace from {seed}", "seed_failed"):
+                code, out = holder.exec_run(["cp", "-a", f"{seed}/.", _WS + "/"], user="0")
+            if code != 0:
+                raise SandboxUnavailableError(f"docker: seeding the workspace from the image's "
+                                              f"{seed} failed: {out!r}", reason="seed_failed")
+        return holder, str(holder.attrs["State"].get("StartedAt"))
+
+    def _holder_alive(self, what: str) -> None:
+        if self._closed:
+            raise SandboxUnavailableError(f"docker: {what}: session is closed", reason="closed")
+        with _engine(f"{what}: checking the workspace holder", "container_gone"):
+            self._holder.reload()
+        state = self._holder.attrs["State"]
+        if not state.get("Running") or str(state.get("StartedAt")) != self._holder_started:
+            raise SandboxUnavailableError(
+                f"docker: {what}: the workspace holder container was stopped or restarted "
+                "from outside (engine restart or `docker kill`); the workspace is lost",
+                reason="killed_externally",
+            )
+
+    def close(self) -> None:
+        """Remove every container and volume of the session (idempotent, also on error)."""
+        self._closed = True
+        for cid, c in list(self._containers.items()):
+            with contextlib.suppress(*_ENGINE_ERRORS):
+                c.remove(force=True)
+            self._containers.pop(cid, None)
+        for vol in list(self._volumes):
+            for attempt in range(10):
+                try:
+                    vol.remove(force=True)
+                    break
+                except docker.errors.NotFound:
+                    break
+                except _ENGINE_ERRORS:
+                    time.sleep(0.1 * (attempt + 1))
+            self._volumes.remove(vol)
+
+    def __enter__(self) -> DockerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- protocol properties -----------------------------------------------------------------
+    @property
+    def paths(self) -> SandboxPaths:
+        """``/workspace`` and ``/harness/io``."""
+        return SandboxPaths(workspace=_WS, io=_IO)
+
+    @property
+    def downgraded(self) -> tuple[str, ...]:
+        """Bounds the caller allowed this session not to enforce (and it did not)."""
+        return self._downgraded
+
+    @property
+    def image_id(self) -> str | None:
+        """The image's content id (``sha256:…``) every container of the session runs."""
+        return self._image_id
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """Names of the session's live containers (holder + any running command)."""
+        return tuple(c.name for c in self._containers.values())
+
+    # -- files -------------------------------------------------------------------------------
+    def _owner(self) -> tuple[int, int]:
+        """Numeric uid/gid for files we write: the contract's user, resolved in the image."""
+        if self._uid is None:
+            user = self._contract.user
+            if not user:
+                self._uid = (0, 0)
+            else:
+                name, _, group = user.partition(":")
+                uid = int(name) if name.isdigit() else self._lookup("/etc/passwd", name)
+                gid = int(group) if group.isdigit() else (
+                    self._lookup("/etc/group", group) if group else self._lookup(
+                        "/etc/passwd", name, field=3) if not name.isdigit() else uid)
+                self._uid = (uid, gid)
+        return self._uid
+
+    def _lookup(self, table: str, name: str, field: int = 2) -> int:
+        data = self.read_file(table, _root_ok=True) or b""
+        for line in data.decode(errors="replace").splitlines():
+            parts = line.split(":")
+            if parts[0] == name and len(parts) > field and parts[field].isdigit():
+                return int(parts[field])
+        raise ContractUnenforceableError(
+            f"docker: contract user {self._contract.user!r}: {name!r} not found in the "
+            f"image's {table}", bound="user")
+
+    def _inside(self, path: str) -> str:
+        p = PurePosixPath(path)
+        if not p.is_absolute() or ".." in p.parts or not any(
+                p == PurePosixPath(r) or PurePosixPath(r) in p.parents for r in (_WS, _IO)):
+            raise ValueError(f"sandbox path {path!r} must be absolute under {_WS} or {_IO}")
+        return str(p)
+
+    def put_tree(self, src: Path, dest: str = "") -> None:
+        """Copy host directory ``src`` into the workspace at ``dest`` (tar via the API)."""
+        target = self._inside(str(PurePosixPath(_WS) / dest))
+        rel = PurePosixPath(target).relative_to(_WS)
+        uid, gid = self._owner()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            _add_parents(tar, rel, uid, gid)
+            for entry in sorted(src.rglob("*")):
+                info = tar.gettarinfo(str(entry), str(rel / entry.relative_to(src).as_posix()))
+                info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+                if info.isreg():
+                    with entry.open("rb") as fh:
+                        tar.addfile(info, fh)
+                elif info.isdir() or info.issym():
+                    tar.addfile(info)
+        self._put(_WS, buf.getvalue(), f"put_tree {src}")
+
+    def _put(self, at: str, data: bytes, what: str) -> None:
+        self._holder_alive(what)
+        with _engine(what, "transfer_failed"):
+            if not self._holder.put_archive(at, data):
+                raise SandboxUnavailableError(f"docker: {what}: engine refused the archive",
+                                              reason="transfer_failed")
+
+    def get_tree(self, dest: Path) -> None:
+        """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``."""
+        self._holder_alive("get_tree")
+        dest.mkdir(parents=True, exist_ok=True)
+        with _engine("get_tree", "transfer_failed"):
+            stream, _ = self._holder.get_archive(_WS)
+            data = b"".join(stream)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = []
+            for m in tar.getmembers():
+                parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
+                if not parts or not (m.isreg() or m.isdir() or m.issym()):
+                    continue
+                m.name = str(PurePosixPath(*parts))
+                members.append(m)
+            tar.extractall(dest, members=members, filter=_extract_filter)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` at absolute ``path`` under the workspace or io folder."""
+        p = PurePosixPath(self._inside(path))
+        root = PurePosixPath(_IO if PurePosixPath(_IO) in p.parents else _WS)
+        uid, gid = self._owner()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            rel = p.relative_to(root)
+            _add_parents(tar, rel.parent, uid, gid)
+            info = tarfile.TarInfo(str(rel))
+            info.size, info.mode, info.uid, info.gid, info.mtime = (
+                len(data), 0o644, uid, gid, int(time.time()))
+            tar.addfile(info, io.BytesIO(data))
+        self._put(str(root), buf.getvalue(), f"write_file {path}")
+
+    def read_file(self, path: str, limit: int | None = None, *, _root_ok: bool = False
+                  ) -> bytes | None:
+        """Read up to ``limit`` bytes of ``path``; ``None`` when absent or not a file."""
+        path = path if _root_ok else self._inside(path)
+        self._holder_alive(f"read_file {path}")
+        try:
+            with _engine(f"read_file {path}", "transfer_failed"):
+                stream, _ = self._holder.get_archive(path)
+                data = b"".join(stream)
+        except SandboxUnavailableError as exc:
+            if exc.reason == "container_gone":  # 404 from get_archive: the path is absent
+                self._holder_alive(f"read_file {path}")
+                return None
+            raise
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            first = tar.next()
+            if first is None or not first.isreg():
+                return None
+            fh = tar.extractfile(first)
+            return None if fh is None else (fh.read() if limit is None else fh.read(limit))
+
+    def remove(self, path: str) -> None:
+        """Remove a file or tree at ``path`` (inside the holder, via ``rm -rf``)."""
+        path = self._inside(path)
+        if path in (_WS, _IO):
+            cmd = ["find", path, "-mindepth", "1", "-delete"]
+        else:
+            cmd = ["rm", "-rf", "--", path]
+        self._holder_alive(f"remove {path}")
+        with _engine(f"remove {path}", "transfer_failed"):
+            code, out = self._holder.exec_run(cmd, user="0")
+        if code != 0:
+            raise SandboxUnavailableError(f"docker: remove {path}: {out!r}", reason="exec_failed")
+
+    # -- commands ----------------------------------------------------------------------------
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` in a fresh container of the session; see the module docstring.
+
+        Raises:
+            SandboxUnavailableError: the container could not be created/started, was killed
+                or removed from outside, the engine went away, or the workspace was lost.
+
+        """
+        if not argv:
+            raise ValueError("exec() needs a non-empty argv")
+        self._holder_alive("exec")
+        c = self._contract
+        limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
+        full_env = {"PATH": _PATH, "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                    "PYTHONDONTWRITEBYTECODE": "1"}
+        full_env.update({k: os.environ[k] for k in c.env if k in os.environ})
+        full_env.update(env or {})
+        mem = c.memory_mb * 1024 * 1024
+        opts: dict[str, Any] = {}
+        if "memory" not in self._downgraded:
+            opts.update(mem_limit=mem, memswap_limit=mem)
+        if "pids" not in self._downgraded:
+            opts["pids_limit"] = c.pids
+        if c.cpus is not None and "cpu" not in self._downgraded:
+            opts["nano_cpus"] = int(c.cpus * 1e9)
+        if c.cpu_seconds is not None:
+            soft = math.ceil(c.cpu_seconds)
+            opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
+        tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
+        self._n += 1
+        with _engine("creating the command container", "create_failed"):
+            ctr = self._client.containers.create(
+                self._image_id, list(argv[1:]), entrypoint=[argv[0]], init=True,
+                name=f"harness-{self._sid}-x{self._n}", environment=full_env,
+                working_dir=cwd or _WS, user=c.user or "", mounts=self._mounts,
+                tmpfs={"/tmp": tmp}, read_only=c.read_only_root,
+                network_mode="host" if c.network == "host" else "none",
+                labels={**self._labels, "harness.role": "exec"},
+                log_config=docker.types.LogConfig(type="none"),
+                security_opt=["no-new-privileges"], stdin_open=stdin is not None, **opts,
+            )
+        self._containers[ctr.id] = ctr
+        try:
+            return self._run(ctr, tuple(argv), limit_s, stdin)
+        finally:
+            with contextlib.suppress(*_ENGINE_ERRORS):
+                ctr.remove(force=True)
+            self._containers.pop(ctr.id, None)
+
+    def _run(self, ctr: Any, argv: tuple[str, ...], limit_s: float, stdin: bytes | None
+             ) -> ExecResult:
+        c = self._contract
+        params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
+        with _engine("attaching to the command container", "start_failed"):
+            sock = ctr.attach_socket(params=params)
+        raw = getattr(sock, "_sock", sock)
+        out = _Capture(raw, c.output_bytes, sock)
+        try:
+            try:
+                ctr.start()
+            except docker.errors.APIError as exc:
+                if not _NOT_FOUND.search(str(exc.explanation or exc)):
+                    raise _unavailable("starting the command container", exc, "start_failed"
+                                       ) from exc
+                msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
+                return ExecResult(argv=argv, exit_code=127, termination=Termination.EXIT,
+                                  stderr=msg, stderr_total=len(msg), duration_s=0.0)
+            except _ENGINE_ERRORS as exc:
+                raise _unavailable("starting the command container", exc, "start_failed"
+                                   ) from exc
+            t0 = time.monotonic()
+            wall0 = time.time()
+            out.start()
+            if stdin is not None:
+                with contextlib.suppress(OSError):
+                    raw.sendall(stdin)
+                with contextlib.suppress(OSError):
+                    raw.shutdown(socket.SHUT_WR)
+            killed_pids: float | None = None
+            we_killed = False
+            try:
+                with _engine("waiting for the command", "engine_lost"):
+                    ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
+            except SandboxUnavailableError as exc:
+                if not isinstance(exc.__cause__, requests.exceptions.ReadTimeout | (
+                        requests.exceptions.ConnectionError)) or (
+                        time.monotonic() - t0 < limit_s - 0.05):
+                    raise
+                killed_pids = self._pids_now(ctr)
+                we_killed = True
+                with _engine("killing the command at its deadline", "engine_lost"):
+                    with contextlib.suppress(docker.errors.APIError):
+                        ctr.kill()
+                    ctr.wait(timeout=60)
+            duration = time.monotonic() - t0
+            out.join(10.0)
+            with _engine("inspecting the finished command", "container_gone"):
+                ctr.reload()
+        finally:
+            out.close()
+        state = ctr.attrs["State"]
+        status = int(state.get("ExitCode", -1))
+        self._holder_alive("after exec")
+        code: int | None = status
+        sig: int | None = None
+        if we_killed:
+            code, sig = None, signal.SIGKILL.value
+        elif 128 < status <= 192:  # --init reports a child killed by signal N as 128+N
+            code, sig = None, status - 128
+        term, bound = self._classify(code, sig, bool(state.get("OOMKilled")), we_killed,
+                                     killed_pids, limit_s, duration, bytes(out.err))
+        if sig is not None and not we_killed and term is not Termination.MEMORY:
+            self._check_external_kill(ctr, wall0)
+        return ExecResult(
+            argv=argv, exit_code=code, signal=sig, termination=term, bound=bound,
+            stdout=bytes(out.out), stderr=bytes(out.err),
+            stdout_truncated=out.totals[1] > len(out.out), stdout_total=out.totals[1],
+            stderr_truncated=out.totals[2] > len(out.err), stderr_total=out.totals[2],
+            duration_s=duration,
+        )
+
+    def _pids_now(self, ctr: Any) -> float | None:
+        """Engine stats right before our kill: how many pids the command held."""
+        try:
+            stats = ctr.stats(stream=False, one_shot=True)
+            return float((stats.get("pids_stats") or {})["current"])
+        except (KeyError, TypeError, ValueError, *_ENGINE_ERRORS):
+            return None
+
+    def _classify(self, code: int | None, sig: int | None, oom: bool, we_killed: bool,
+                  pids_at_kill: float | None, limit_s: float, duration: float, stderr: bytes
+                  ) -> tuple[Termination, Bound | None]:
+        c = self._contract
+        if oom and (code != 0 or we_killed):
+            return Termination.MEMORY, Bound(kind=Termination.MEMORY, limit=c.memory_mb)
+        if we_killed:
+            if pids_at_kill is not None and pids_at_kill >= c.pids - 1:
+                return Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids,
+                                               observed=pids_at_kill)
+            return Termination.WALL_CLOCK, Bound(kind=Termination.WALL_CLOCK, limit=limit_s,
+                                                 observed=round(duration, 3))
+        if code == 0:
+            return Termination.EXIT, None
+        if c.cpu_seconds is not None and sig in (signal.SIGXCPU, signal.SIGKILL):
+            return Termination.CPU, Bound(kind=Termination.CPU, limit=c.cpu_seconds)
+        if c.disk_mb is not None and (sig == signal.SIGXFSZ or _ENOSPC.search(stderr)):
+            return Termination.DISK, Bound(kind=Termination.DISK, limit=c.disk_mb)
+        if _EAGAIN_FORK.search(stderr):
+            return Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids)
+        return (Termination.SIGNAL if sig is not None else Termination.EXIT), None
+
+    def _check_external_kill(self, ctr: Any, since: float) -> None:
+        """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
+        with _engine("reading engine events", "engine_lost"):
+            stream = self._client.events(
+                since=f"{since - 1:.6f}", until=f"{time.time():.6f}", decode=True,
+                filters={"container": ctr.id, "event": ["kill", "stop"]})
+            try:
+                events = list(stream)
+            finally:
+                stream.close()
+        if events:
+            sig = events[0].get("Actor", {}).get("Attributes", {}).get("signal", "?")
+            raise SandboxUnavailableError(
+                f"docker: command container {ctr.name} was killed from outside (signal "
+                f"{sig}); the command did not finish on its own", reason="killed_externally")
+
+
+class _Capture:
+    """Demultiplex the engine's attach stream, keeping the head of each stream."""
+
+    def __init__(self, raw: Any, cap: int, wrapper: Any) -> None:
+        self._raw, self._cap, self._wrapper = raw, cap, wrapper
+        self.out, self.err = bytearray(), bytearray()
+        self.totals = {1: 0, 2: 0}
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def close(self) -> None:
+        for obj in (getattr(self._wrapper, "_response", None), self._wrapper, self._raw):
+            if obj is not None:
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    obj.close()
+
+    def _read(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            got = self._raw.recv(min(n - len(chunks), 1 << 16))
+            if not got:
+                break
+            chunks += got
+        return bytes(chunks)
+
+    def _loop(self) -> None:
+        with contextlib.suppress(OSError):
+            while len(head := self._read(8)) == 8:
+                kind, size = head[0], int.from_bytes(head[4:8], "big")
+                payload = self._read(size)
+                if kind not in (1, 2):
+                    continue
+                buf = self.out if kind == 1 else self.err
+                self.totals[kind] += len(payload)
+                room = self._cap - len(buf)
+                if room > 0:
+                    buf += payload[:room]
+
+
+def _add_parents(tar: tarfile.TarFile, rel: PurePosixPath, uid: int, gid: int) -> None:
+    for parent in reversed([p for p in (rel, *rel.parents) if str(p) not in ("", ".")]):
+        info = tarfile.TarInfo(str(parent))
+        info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, gid
+        info.mtime = int(time.time())
+        tar.addfile(info)
+
+
+def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """``tar`` filter (no escaping dest, no writing through links) minus special bits."""
+    out = tarfile.tar_filter(member, dest)
+    if out is not None and out.mode is not None:
+        out = out.replace(mode=out.mode & ~(stat.S_ISUID | stat.S_ISGID), deep=False)
+    return out
+

@@ -1,0 +1,333 @@
+"""The Docker backend against a real engine (``ci/docker-up.sh`` brings one up).
+
+With ``HARNESS_REQUIRE_DOCKER=1`` a missing engine or base image FAILS these tests; without
+it they skip with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.cases.model import PhaseContract
+from harness.errors import SandboxUnavailableError
+from harness.images import build_case_image, case_image_tag
+from harness.sandbox.base import Sandbox, SandboxSession, Termination
+from harness.sandbox.docker import (
+    _EAGAIN_FORK,
+    DEFAULT_IMAGE,
+    LABEL,
+    DockerSandbox,
+    DockerSession,
+    _created,
+    connect,
+    find_image,
+    prune,
+)
+
+_REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
+
+
+def _need(reason: str) -> None:
+    if _REQUIRED:
+        pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    try:
+        c = connect(timeout=30)
+    except SandboxUnavailableError as exc:
+        _need(f"no Docker engine ({exc}); run ci/docker-up.sh")
+    if find_image(c, DEFAULT_IMAGE) is None:
+        c.close()
+        _need(f"base image {DEFAULT_IMAGE} missing; run ci/docker-up.sh")
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def backend(client: Any) -> DockerSandbox:
+    return DockerSandbox(client, run_id="pytest")
+
+
+def _contract(**kw: Any) -> PhaseContract:
+    base: dict[str, Any] = {"timeout_seconds": 20, "memory_mb": 128, "pids": 64, "disk_mb": 32}
+    return PhaseContract(**{**base, **kw})
+
+
+@pytest.fixture
+def session(backend: DockerSandbox) -> Iterator[DockerSession]:
+    with backend.open(_contract(), label="pytest") as s:
+        yield s
+
+
+def _mine(client: Any, **labels: str) -> list[Any]:
+    flt = [f"{LABEL}=1", *(f"{k}={v}" for k, v in labels.items())]
+    return list(client.containers.list(all=True, filters={"label": flt}))
+
+
+# -- pure helpers (no engine) ------------------------------------------------------------------
+@given(
+    st.datetimes(min_value=dt.datetime(1971, 1, 1), max_value=dt.datetime(2200, 1, 1)),
+    st.integers(0, 999),
+)
+def test_engine_timestamps_parse_to_epoch(when: dt.datetime, nanos: int) -> None:
+    stamp = when.replace(tzinfo=dt.UTC)
+    text = stamp.strftime("%Y-%m-%dT%H:%M:%S.%f") + f"{nanos:03d}Z"
+    assert _created(text) == pytest.approx(stamp.timestamp(), abs=1e-5)
+
+
+def test_pids_heuristic_matches_fork_failures_not_other_eagain() -> None:
+    assert _EAGAIN_FORK.search(b"bash: fork: retry: Resource temporarily unavailable")
+    assert _EAGAIN_FORK.search(b"BlockingIOError: [Errno 11] Resource temporarily unavailable")
+    assert not _EAGAIN_FORK.search(b"OSError: [Errno 101] Network is unreachable")
+
+
+# -- protocol + bounds ---------------------------------------------------------------------------
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_backend_satisfies_protocol(backend: DockerSandbox, session: DockerSession) -> None:
+    assert isinstance(backend, Sandbox) and isinstance(session, SandboxSession)
+    facts = backend.describe()
+    assert facts["engine_version"] not in ("", "?")
+    assert facts["default_image_id"].startswith("sha256:")
+    assert session.image_id == facts["default_image_id"]
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_exec_output_status_stdin_and_truncation(backend: DockerSandbox) -> None:
+    with backend.open(_contract(output_bytes=1024), label="pytest") as s:
+        r = s.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (r.exit_code, r.termination, r.stdout, r.stderr) == (
+            3,
+            Termination.EXIT,
+            b"out\n",
+            b"err\n",
+        )
+        assert s.exec(["cat"], stdin=b"fed").stdout == b"fed"
+        big = s.exec(["sh", "-c", "head -c 5000 /dev/zero"])
+        assert (len(big.stdout), big.stdout_total, big.stdout_truncated) == (1024, 5000, True)
+        missing = s.exec(["no-such-program"])
+        assert missing.exit_code == 127 and missing.termination is Termination.EXIT
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_files_roundtrip_and_persist_between_commands(
+    session: DockerSession, tmp_path: Path
+) -> None:
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("X = 1\n")
+    (src / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "run.sh").chmod(0o755)
+    session.put_tree(src)
+    session.write_file("/harness/io/request.md", b"do it")
+    assert session.exec(["./run.sh"]).stdout == b"ran\n"
+    assert session.exec(["sh", "-c", "echo new > made.txt"]).ok
+    assert session.read_file("/workspace/made.txt") == b"new\n"
+    assert session.read_file("/harness/io/request.md", limit=2) == b"do"
+    assert session.read_file("/workspace/absent") is None
+    out = tmp_path / "out"
+    session.get_tree(out)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "made.txt",
+        "pkg/mod.py",
+        "run.sh",
+    ]
+    assert os.access(out / "run.sh", os.X_OK)
+    session.remove("/workspace/pkg")
+    assert session.read_file("/workspace/pkg/mod.py") is None
+    with pytest.raises(ValueError, match="under /workspace"):
+        session.write_file("/etc/passwd", b"x")
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_network_is_denied(session: DockerSession) -> None:
+    r = session.exec(
+        [
+            "python3",
+            "-c",
+            "import socket; socket.create_connection(('deb.debian.org', 80), timeout=3)",
+        ]
+    )
+    assert r.exit_code != 0
+    assert (
+        b"Network is unreachable" in r.stderr
+        or b"Name or service" in r.stderr
+        or (b"Temporary failure in name resolution" in r.stderr)
+    )
+    ifaces = session.exec(["cat", "/proc/net/dev"]).stdout
+    assert b"eth0" not in ifaces and b"lo:" in ifaces
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_read_only_root_holds_workspace_and_tmp_writable(session: DockerSession) -> None:
+    r = session.exec(["sh", "-c", "touch /etc/evil || touch /usr/bin/evil"])
+    assert r.exit_code != 0 and b"Read-only file system" in r.stderr
+    assert session.exec(["sh", "-c", "touch /tmp/ok /workspace/ok"]).ok
+    assert session.exec(["sh", "-c", "test ! -e /tmp/ok"]).ok  # /tmp is per command
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_memory_bound_reports_memory_from_oomkilled(session: DockerSession) -> None:
+    r = session.exec(["python3", "-c", "x = bytearray(400 * 1024 * 1024); print('alive')"])
+    assert r.termination is Termination.MEMORY
+    assert r.bound is not None and r.bound.limit == 128
+    assert b"alive" not in r.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+@pytest.mark.slow
+def test_fork_bomb_hits_pids_bound(backend: DockerSandbox) -> None:
+    with backend.open(_contract(timeout_seconds=6, pids=32), label="pytest") as s:
+        r = s.exec(["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 60"])
+    assert r.termination is Termination.PIDS
+    assert r.bound is not None and r.bound.limit == 32
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_wall_clock_kills_and_session_survives(session: DockerSession) -> None:
+    t0 = time.monotonic()
+    r = session.exec(["sleep", "60"], timeout=1.5)
+    assert time.monotonic() - t0 < 15
+    assert r.termination is Termination.WALL_CLOCK and r.signal == 9 and r.exit_code is None
+    assert r.bound is not None and r.bound.limit == 1.5
+    assert session.exec(["true"]).ok
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_disk_bound_reports_disk(session: DockerSession) -> None:
+    r = session.exec(["sh", "-c", "head -c 64000000 /dev/zero > /workspace/big"])
+    assert r.termination is Termination.DISK
+    assert r.bound is not None and r.bound.limit == 32
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_cpu_seconds_bound(backend: DockerSandbox) -> None:
+    with backend.open(_contract(cpu_seconds=1), label="pytest") as s:
+        r = s.exec(["python3", "-c", "while True: pass"])
+    assert r.termination is Termination.CPU
+
+
+# -- infrastructure faults --------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.integration
+def test_container_killed_from_outside_is_infra(client: Any, session: DockerSession) -> None:
+    sid = session.container_names[0].split("-")[1]
+    got: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            got.append(session.exec(["sleep", "30"]))
+        except BaseException as exc:
+            got.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        running = [
+            c
+            for c in _mine(client, **{"harness.session": sid, "harness.role": "exec"})
+            if c.status == "running"
+        ]
+        if running:
+            running[0].kill()
+            break
+        time.sleep(0.1)
+    worker.join(30)
+    assert len(got) == 1 and isinstance(got[0], SandboxUnavailableError), got
+    assert got[0].reason == "killed_externally"
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_holder_killed_from_outside_is_infra(client: Any, session: DockerSession) -> None:
+    holder = client.containers.get(session.container_names[0])
+    holder.kill()
+    with pytest.raises(SandboxUnavailableError) as info:
+        session.exec(["true"])
+    assert info.value.reason == "killed_externally"
+
+
+def test_missing_engine_is_infra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    with pytest.raises(SandboxUnavailableError) as info:
+        connect(timeout=5)
+    assert info.value.reason == "engine_unreachable"
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_missing_image_is_infra(backend: DockerSandbox) -> None:
+    with pytest.raises(SandboxUnavailableError) as info:
+        backend.open(_contract(image="harness-no-such-image:0"), label="pytest")
+    assert info.value.reason == "image_missing"
+
+
+# -- no orphans -------------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.integration
+def test_close_and_prune_leave_no_labelled_objects(client: Any, backend: DockerSandbox) -> None:
+    s = backend.open(_contract(), label="pytest")
+    sid = s.container_names[0].split("-")[1]
+    assert _mine(client, **{"harness.session": sid})
+    s.close()
+    assert not _mine(client, **{"harness.session": sid})
+    assert not client.volumes.list(filters={"label": f"harness.session={sid}"})
+    run = f"pytest-prune-{os.getpid()}-{time.time_ns()}"
+    leftover = DockerSandbox(client, run_id=run).open(_contract(), label="pytest")  # "killed"
+    sid = leftover.container_names[0].split("-")[1]
+    assert prune(client, older_than=3600, run_id=run).containers == ()  # too young
+    assert prune(client, orphans_only=True, run_id=run).containers == ()  # owner (us) alive
+    report = prune(client, run_id=run)
+    assert report.containers == (f"harness-{sid}-holder",) and len(report.volumes) == 2
+    assert not _mine(client, **{"harness.run": run})
+    assert not client.volumes.list(filters={"label": f"harness.run={run}"})
+
+
+# -- per-case images --------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.integration
+def test_case_image_seeds_workspace_and_rebuild_is_noop(
+    client: Any, backend: DockerSandbox, tmp_path: Path
+) -> None:
+    tree = tmp_path / "start"
+    tree.mkdir()
+    (tree / "lib.py").write_text("VALUE = 41\n")
+    digest = "sha256:" + "ab" * 32
+    try:
+        first = build_case_image(client, DEFAULT_IMAGE, tree, digest)
+        assert build_case_image(client, DEFAULT_IMAGE, tree, digest) == first
+        with backend.open(_contract(image=case_image_tag(digest)), label="pytest") as s:
+            assert s.image_id == first
+            assert s.read_file("/workspace/lib.py") == b"VALUE = 41\n"
+            assert s.exec(["python3", "-c", "import lib; print(lib.VALUE + 1)"]).stdout == b"42\n"
+        (tree / "lib.py").write_text("VALUE = 0\n")
+        assert build_case_image(client, DEFAULT_IMAGE, tree, digest) != first
+    finally:
+        for ref in (case_image_tag(digest), first if "first" in locals() else None):
+            if ref and find_image(client, ref) is not None:
+                client.images.remove(ref, force=True)
