@@ -54,7 +54,9 @@ class Baseline:
         )
 
 
-def promote(store: Store, run_id: str, name: str, baselines_dir: Path, *, force: bool = False) -> Path:
+def promote(
+    store: Store, run_id: str, name: str, baselines_dir: Path, *, force: bool = False
+) -> Path:
     """Copy run ``run_id`` into ``baselines/<name>/``.
 
     Raises:
@@ -62,6 +64,13 @@ def promote(store: Store, run_id: str, name: str, baselines_dir: Path, *, force:
         ConfigError: the baseline exists and ``force`` is not given.
     """
     release = store.release(run_id)
+    validity = store.run_dir(run_id) / "validity.json"
+    if not validity.is_file():
+        raise StoreError(f"run {run_id} has not finished; only a finished, valid run can be promoted")
+    if not json.loads(validity.read_text()).get("valid"):
+        raise StoreError(
+            f"run {run_id} is invalid (its system changed while it ran); it cannot be a baseline"
+        )
     records = [r for r in store.trials(run_id) if r.key.arm.value == "candidate"]
     if not records:
         raise StoreError(f"run {run_id} has no candidate trials to promote")

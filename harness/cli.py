@@ -49,7 +49,9 @@ def _handle_errors(fn: F) -> F:
             err.print(f"[bold red]blocked:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(ExitCode.BLOCKED)
         except StoreError as exc:
-            err.print(f"[bold red]store error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            err.print(
+                f"[bold red]store error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+            )
             sys.exit(ExitCode.USAGE)
         except HarnessError as exc:
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -97,16 +99,30 @@ def main() -> None:
 @click.option("--release", required=True, help="Release (in harness.yaml) to test.")
 @click.option("--k", "k", type=int, default=5, show_default=True, help="Trials per case.")
 @click.option("--baseline", default=None, help="Promoted baseline to re-execute and compare with.")
-@click.option("--backend", type=click.Choice(["local", "docker"]), default=None,
-              help="Sandbox backend (default: harness.yaml's).")
-@click.option("--executor", "executor_name", type=click.Choice(["local", "dask"]), default="local",
-              show_default=True, help="Where trials run.")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "docker"]),
+    default=None,
+    help="Sandbox backend (default: harness.yaml's).",
+)
+@click.option(
+    "--executor",
+    "executor_name",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where trials run.",
+)
 @click.option("--scheduler", default=None, help="Dask scheduler address (with --executor dask).")
 @click.option("--jobs", type=int, default=None, help="Parallel trials (default: core count).")
 @click.option("--case", "only", multiple=True, help="Run only this case (repeatable).")
-@click.option("--allow-unenforced", "downgrade", multiple=True,
-              help="Accept that the backend cannot enforce this bound (recorded in the release "
-                   "record): network, memory, pids, cpu, disk, read_only_root.")
+@click.option(
+    "--allow-unenforced",
+    "downgrade",
+    multiple=True,
+    help="Accept that the backend cannot enforce this bound (recorded in the release "
+    "record): network, memory, pids, cpu, disk, read_only_root.",
+)
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the same one.")
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
@@ -137,8 +153,15 @@ def run(
     project = load_project(project_dir)
     store = Store(project.store_dir)
     plan = plan_run(
-        project, release, k, backend=backend, baseline=baseline, downgrade=downgrade,
-        only=only or None, fresh=fresh, store=store,
+        project,
+        release,
+        k,
+        backend=backend,
+        baseline=baseline,
+        downgrade=downgrade,
+        only=only or None,
+        fresh=fresh,
+        store=store,
     )
     _sweep_orphans(plan.record.backend)
     executor = _executor(executor_name, scheduler, jobs)
@@ -152,20 +175,28 @@ def run(
             highlight=False,
         )
         with Progress(
-            TextColumn("[progress.description]{task.description}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=False,
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
         ) as progress:
             task = progress.add_task("trials", total=len(plan.specs), completed=done_before)
             try:
-                execute(handle, plan.specs, executor,
-                        on_record=lambda rec, _w: progress.advance(task))
+                execute(
+                    handle, plan.specs, executor, on_record=lambda rec, _w: progress.advance(task)
+                )
                 extra = flaky_rerun_specs(plan, store, project)
                 if extra:
                     progress.update(task, total=len(plan.specs) + len(extra))
-                    progress.advance(task, len(extra) - len([s for s in extra
-                                                             if s.key.slug() not in handle.done()]))
-                    execute(handle, extra, executor,
-                            on_record=lambda rec, _w: progress.advance(task))
+                    progress.advance(
+                        task,
+                        len(extra) - len([s for s in extra if s.key.slug() not in handle.done()]),
+                    )
+                    execute(
+                        handle, extra, executor, on_record=lambda rec, _w: progress.advance(task)
+                    )
             finally:
                 executor.close()
         decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
@@ -213,15 +244,30 @@ def _write_reports(project: Any, store: Any, run_id: str) -> None:
 
 def _print_run_table(store: Any, run_id: str, decision: Any) -> None:
     table = Table(title=f"run {run_id}", show_lines=False)
-    for col in ("case", "arm", "trials", "pass", "fail", "infra", "pass rate", "pass^k", "pass@k", "label"):
-        table.add_column(col, justify="right" if col not in ("case", "arm", "trials", "label") else "left")
+    for col in (
+        "case",
+        "arm",
+        "trials",
+        "pass",
+        "fail",
+        "infra",
+        "pass rate",
+        "pass^k",
+        "pass@k",
+        "label",
+    ):
+        table.add_column(
+            col, justify="right" if col not in ("case", "arm", "trials", "label") else "left"
+        )
     for row in decision.case_rows():
         table.add_row(*row)
     out.print(table)
 
 
 def _print_decision(decision: Any) -> None:
-    color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}[decision.verdict]
+    color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}[
+        decision.verdict
+    ]
     out.print(f"[bold {color}]{decision.verdict.upper()}[/]  {decision.headline}", highlight=False)
     for reason in decision.reasons:
         out.print(f"  - {reason}", highlight=False, soft_wrap=True, markup=False)
@@ -276,7 +322,9 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
         }
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return
-    out.print(f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}")
+    out.print(
+        f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}"
+    )
     out.print(f"system   {record.system_digest}")
     out.print(f"task set {record.task_set} {record.task_set_digest}")
     out.print(f"policy   {record.policy_digest or '(none)'}")
@@ -290,13 +338,19 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
     for t in trials:
         v = t.verdict
         lineage = " → ".join(
-            f"{a.verdict.outcome.value}" + (f"({a.verdict.failure_type.value})" if a.verdict.failure_type else "")
+            f"{a.verdict.outcome.value}"
+            + (f"({a.verdict.failure_type.value})" if a.verdict.failure_type else "")
             for a in t.attempts
         )
         cand = (t.attempts[-1].candidate_digest or "")[7:19]
         table.add_row(
-            t.key.slug(), v.outcome.value, v.failure_type.value if v.failure_type else "",
-            lineage, t.stop_reason, cand, v.reason[:80],
+            t.key.slug(),
+            v.outcome.value,
+            v.failure_type.value if v.failure_type else "",
+            lineage,
+            t.stop_reason,
+            cand,
+            v.reason[:80],
         )
     out.print(table)
 
@@ -307,15 +361,35 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
 @main.command()
 @project_option
 @click.argument("run_ref", default="latest")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write a JUnit XML file.")
-@click.option("--summary", "summary_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Also write a Markdown summary (CI job summary).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the decision and per-case table as JSON.")
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a JUnit XML file.",
+)
+@click.option(
+    "--summary",
+    "summary_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write a Markdown summary (CI job summary).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the decision and per-case table as JSON.",
+)
 @_handle_errors
-def report(project_dir: Path, run_ref: str, junit_path: Path | None, summary_path: Path | None,
-           json_path: Path | None) -> None:
+def report(
+    project_dir: Path,
+    run_ref: str,
+    junit_path: Path | None,
+    summary_path: Path | None,
+    json_path: Path | None,
+) -> None:
     """Write the HTML report (and optional JUnit / Markdown / JSON) for RUN."""
     from harness.project import load_project
     from harness.report import write_reports
@@ -324,8 +398,9 @@ def report(project_dir: Path, run_ref: str, junit_path: Path | None, summary_pat
     project = load_project(project_dir)
     store = Store(project.store_dir)
     run_id = store.resolve_run(run_ref)
-    paths = write_reports(project, store, run_id, junit=junit_path, summary=summary_path,
-                          json_path=json_path)
+    paths = write_reports(
+        project, store, run_id, junit=junit_path, summary=summary_path, json_path=json_path
+    )
     for p in paths:
         out.print(str(p), highlight=False)
 
@@ -354,8 +429,14 @@ def cases_list(project_dir: Path) -> None:
     for lc in load_cases(project.cases_dir):
         c = lc.case
         table.add_row(
-            c.id, str(c.version), c.lane, c.expect, "yes" if c.critical else "",
-            str(c.retired.date) if c.retired else "", lc.digest[7:19], c.title,
+            c.id,
+            str(c.version),
+            c.lane,
+            c.expect,
+            "yes" if c.critical else "",
+            str(c.retired.date) if c.retired else "",
+            lc.digest[7:19],
+            c.title,
         )
     out.print(table)
 
@@ -390,7 +471,9 @@ def cases_check(project_dir: Path) -> None:
     from harness.project import load_project
 
     project = load_project(project_dir)
-    mismatches = check_lock(load_cases(project.cases_dir), read_lock(project.lock_path, project.file.task_set))
+    mismatches = check_lock(
+        load_cases(project.cases_dir), read_lock(project.lock_path, project.file.task_set)
+    )
     if mismatches:
         for m in mismatches:
             err.print(f"[red]✗[/] {escape(m.describe())}", highlight=False, soft_wrap=True)
@@ -404,8 +487,9 @@ def cases_check(project_dir: Path) -> None:
 @click.option("--case", "only", multiple=True, help="Validate only this case (repeatable).")
 @click.option("--allow-unenforced", "downgrade", multiple=True)
 @_handle_errors
-def cases_validate(project_dir: Path, backend: str | None, only: tuple[str, ...],
-                   downgrade: tuple[str, ...]) -> None:
+def cases_validate(
+    project_dir: Path, backend: str | None, only: tuple[str, ...], downgrade: tuple[str, ...]
+) -> None:
     """Prove each verifier fails on the starting state and passes on the reference."""
     from harness.cases.load import load_cases
     from harness.cases.validate import validate_cases
@@ -414,7 +498,9 @@ def cases_validate(project_dir: Path, backend: str | None, only: tuple[str, ...]
 
     project = load_project(project_dir)
     loaded = load_cases(project.cases_dir, only or None)
-    results = validate_cases(loaded, get_backend(backend or project.file.backend), frozenset(downgrade))
+    results = validate_cases(
+        loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
+    )
     broken = 0
     for r in results:
         mark = {"ok": "[green]✓[/]", "broken": "[red]✗[/]", "skipped": "[dim]-[/]"}[r.status]
@@ -449,6 +535,30 @@ def baseline_promote(project_dir: Path, run_ref: str, name: str, force: bool) ->
     store = Store(project.store_dir)
     dest = promote(store, store.resolve_run(run_ref), name, project.baselines_dir, force=force)
     out.print(f"promoted to {dest}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ images
+
+
+@main.group()
+def images() -> None:
+    """Container images of cases (Docker backend)."""
+
+
+@images.command("build")
+@project_option
+@click.option("--case", "only", multiple=True, help="Build only this case (repeatable).")
+@_handle_errors
+def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
+    """Build each case's image (base image + starting tree); a no-op when unchanged."""
+    from harness.cases.load import load_cases
+    from harness.project import load_project
+    from harness.run import case_images
+
+    project = load_project(project_dir)
+    built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
+    for cid, image_id in sorted(built.items()):
+        out.print(f"{cid}: {image_id}", highlight=False)
 
 
 # ------------------------------------------------------------------------------ sandbox

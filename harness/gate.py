@@ -233,6 +233,12 @@ def _judge_comparison(policy: Policy, comp: Comparison, critical: Sequence[str])
                       f"budget of {b.budget} (noise expects {b.expected:.2f}; "
                       f"P(X >= {b.observed}) = {b.tail_p:.3g})",
                       cases=list(comp.regressions), **b.model_dump()))  # fmt: skip
+    elif comp.regressions:
+        out.append(_r("regressions_within_budget", "info",
+                      f"{b.observed} case regression(s) (all-pass -> not all-pass): "
+                      f"{', '.join(comp.regressions)}; within the budget of {b.budget} "
+                      f"that noise alone would produce (expected {b.expected:.2f})",
+                      cases=list(comp.regressions), **b.model_dump()))  # fmt: skip
     for cid in sorted(set(critical) & set(comp.broken)):
         out.append(_r("critical_case_broken", "fail",
                       f"critical case {cid!r} is broken: all-pass in the baseline, "
@@ -359,8 +365,13 @@ def decide(
             for cid in sorted(set(stored_baseline.cases) | set(baseline.cases))})  # fmt: skip
     elif baseline is not None:
         reference = baseline
-        reasons.append(_r("drift_not_checked", "info",
-                          "no stored baseline given: drift of the evaluator was not checked"))
+        reasons.append(
+            _r(
+                "drift_not_checked",
+                "info",
+                "no stored baseline given: drift of the evaluator was not checked",
+            )
+        )
     elif stored_baseline is not None:
         reference = stored_baseline
         reasons.append(_r("baseline_not_reexecuted", "warn",
@@ -433,8 +444,13 @@ def decide(
 
     if blocked:
         final = blocked + [r for r in reasons if r.severity == "info"]
-        final.append(_r("not_judged", "info",
-                        "blocked: the comparison is shown for diagnosis but was not judged"))
+        final.append(
+            _r(
+                "not_judged",
+                "info",
+                "blocked: the comparison is shown for diagnosis but was not judged",
+            )
+        )
     else:
         final = reasons
     final.sort(key=lambda r: -_RANK[r.severity])  # stable within a severity

@@ -14,7 +14,6 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
 from harness.baseline import Baseline, load_baseline
@@ -31,6 +30,7 @@ from harness.trial import TrialOutput, TrialSpec
 
 __all__ = [
     "PlannedRun",
+    "case_images",
     "check_system_unchanged",
     "execute",
     "flaky_rerun_specs",
@@ -98,7 +98,8 @@ def plan_run(
     bad = sorted(set(downgrade) - DOWNGRADABLE)
     if bad:
         raise ConfigError(
-            f"cannot downgrade {', '.join(bad)}; expected any of: {', '.join(sorted(DOWNGRADABLE))}",
+            f"cannot downgrade {', '.join(bad)}; "
+            f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
             field="--allow-unenforced",
         )
     release = project.release(release_name)
@@ -106,6 +107,9 @@ def plan_run(
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
+    images = case_images(cases) if backend == "docker" else {}
+    if images:
+        sysdef["case_images"] = images
     sys_digest = digest_json(sysdef)
     loaded_policy = _policy(project)
     policy = loaded_policy.policy if loaded_policy is not None else None
@@ -119,7 +123,12 @@ def plan_run(
     if baseline is not None:
         base = load_baseline(project.baselines_dir, baseline)
         base_release = base.release_definition
-        base_def = dict(base.file.release.system, task_set_digest=ts_digest, harness_version=__version__)
+        base_def = dict(
+            base.file.release.system, task_set_digest=ts_digest, harness_version=__version__
+        )
+        base_def.pop("case_images", None)
+        if images:
+            base_def["case_images"] = images
         base_digest = digest_json(base_def)
 
     identity = {
@@ -165,8 +174,9 @@ def plan_run(
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
     specs = _specs(project, record, arms, cases, range(k))
-    return PlannedRun(record=record, specs=specs, cases=cases, baseline=base, arms=arms,
-                      policy=policy)
+    return PlannedRun(
+        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy
+    )
 
 
 @dataclass(frozen=True)
@@ -178,18 +188,65 @@ class _ArmPlan:
     case_ids: frozenset[str]
 
 
-def _arm_plans(record: ReleaseRecord, release: Release, base_release: Release | None,
-               baseline_cases: Sequence[str]) -> list[_ArmPlan]:
-    plans = [_ArmPlan(Arm.CANDIDATE, record.release, release, record.system_digest,
-                      frozenset(record.cases))]
+def _arm_plans(
+    record: ReleaseRecord,
+    release: Release,
+    base_release: Release | None,
+    baseline_cases: Sequence[str],
+) -> list[_ArmPlan]:
+    plans = [
+        _ArmPlan(
+            Arm.CANDIDATE, record.release, release, record.system_digest, frozenset(record.cases)
+        )
+    ]
     if base_release is not None and record.baseline is not None:
         assert record.baseline_system_digest is not None
-        plans.append(_ArmPlan(Arm.BASELINE, record.baseline, base_release,
-                              record.baseline_system_digest, frozenset(baseline_cases)))
+        plans.append(
+            _ArmPlan(
+                Arm.BASELINE,
+                record.baseline,
+                base_release,
+                record.baseline_system_digest,
+                frozenset(baseline_cases),
+            )
+        )
     return plans
 
 
-def _spec(project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int) -> TrialSpec:
+def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
+    """Build (or reuse, when the inputs are unchanged) the Docker image of each case.
+
+    A case image is the agent phase's base image plus the case's starting tree, so each
+    trial starts its containers from image layers instead of copying the repository.
+    Cases whose two phases name different images get none (the tree is copied in).
+    """
+    import tempfile
+
+    from harness.images import build_case_image
+    from harness.sandbox.docker import DEFAULT_IMAGE, connect
+    from harness.workspace import materialize
+
+    client = connect()
+    out: dict[str, str] = {}
+    try:
+        for lc in cases:
+            contract = lc.case.contract
+            if contract.agent.image != contract.verifier.image:
+                continue
+            with tempfile.TemporaryDirectory(prefix="harness-image-") as tmp:
+                tree = Path(tmp) / "tree"
+                materialize(lc, tree)
+                out[lc.id] = build_case_image(
+                    client, contract.agent.image or DEFAULT_IMAGE, tree, lc.digest
+                )
+    finally:
+        client.close()
+    return out
+
+
+def _spec(
+    project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int
+) -> TrialSpec:
     key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
     return TrialSpec(
         key=key,
@@ -200,6 +257,7 @@ def _spec(project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase
         system_digest=arm.system_digest,
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
+        image=record.system.get("case_images", {}).get(lc.id),
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),
@@ -269,7 +327,9 @@ def execute(
     return ran, len(specs) - len(todo)
 
 
-def check_system_unchanged(project: Project, record: ReleaseRecord, root: Path | None = None) -> None:
+def check_system_unchanged(
+    project: Project, record: ReleaseRecord, root: Path | None = None
+) -> None:
     """Recompute the system digest after the run.
 
     Raises:
@@ -284,7 +344,10 @@ def check_system_unchanged(project: Project, record: ReleaseRecord, root: Path |
         changed = sorted(k for k in record.cases if now.get(k) != record.cases[k])
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
-    digest = project.system_digest(record.release, ts, __version__)
+    sysdef = project.system_definition(record.release, ts, __version__)
+    if "case_images" in record.system:
+        sysdef["case_images"] = case_images(cases)
+    digest = digest_json(sysdef)
     if digest != record.system_digest:
         raise InvalidRunError(
             f"system digest changed during the run ({short(record.system_digest)} → "

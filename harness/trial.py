@@ -19,11 +19,13 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from harness import __version__
 from harness.agents import prepare_agent
 from harness.cases.load import LoadedCase, load_case
+from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
 from harness.errors import EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
@@ -63,6 +65,8 @@ class TrialSpec:
     """For the ``replay`` adapter: the recorded candidate tree to re-verify."""
     record_path: str = ""
     """Where the coordinator will store this trial's record (quoted in feedback)."""
+    image: str | None = None
+    """Case image (container backends): both phases start from it, its workspace seeded."""
 
 
 @dataclass
@@ -74,7 +78,7 @@ class TrialOutput:
 
 
 def verdict_from_exception(exc: BaseException) -> Verdict:
-    """The one place where an exception becomes a verdict.
+    """Turn an exception into a verdict: the one place where this happens.
 
     ``InfraError`` (and OS-level failures of the harness host) → ``infra_error``: the
     environment broke. ``EvaluatorError``, a case that cannot be loaded, and any other
@@ -151,12 +155,16 @@ def _agent_phase(
             raise EvaluatorError("replay: no recorded candidate for this trial")
         extract_tree(ctx.spec.replay_tarball, out)
         return None, None, None
-    contract = case.contract.agent
+    contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
     with ctx.sandbox.open(
         contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade
     ) as s:
-        s.put_tree(base)
+        if ctx.spec.image is None:
+            s.put_tree(base)
+        elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
+            s.remove(s.paths.workspace)
+            s.put_tree(base)
         inv = prepare_agent(
             ctx.spec.key.release,
             ctx.spec.release,
@@ -177,6 +185,10 @@ def _agent_phase(
         return _phase_record("agent", res, s, ctx.blobs), res, result_file
 
 
+def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
+    return contract if image is None else contract.model_copy(update={"image": image})
+
+
 def _stage_hidden(ctx: _Context, candidate_dir: Path, stage: Path) -> list[str]:
     """Copy hidden files into ``stage``; report candidate files they overwrite."""
     notes: list[str] = []
@@ -193,7 +205,9 @@ def _stage_hidden(ctx: _Context, candidate_dir: Path, stage: Path) -> list[str]:
         if theirs.exists() or theirs.is_symlink():
             if theirs.is_file() and src.is_file() and theirs.read_bytes() == src.read_bytes():
                 continue
-            notes.append(f"candidate has {hidden.dest} (a hidden path); overwritten by the case's file")
+            notes.append(
+                f"candidate has {hidden.dest} (a hidden path); overwritten by the case's file"
+            )
     return notes
 
 
@@ -205,13 +219,19 @@ def _verifier_phase(
     stage = ctx.tmp / f"hidden-{attempt}"
     tampering += _stage_hidden(ctx, candidate_dir, stage)
     with ctx.sandbox.open(
-        case.contract.verifier, label=_label(ctx, "verifier", attempt), downgrade=ctx.spec.downgrade
+        _with_image(case.contract.verifier, ctx.spec.image),
+        label=_label(ctx, "verifier", attempt),
+        downgrade=ctx.spec.downgrade,
     ) as v:
+        if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
+            v.remove(v.paths.workspace)
         v.put_tree(candidate_dir)
         ws = v.paths.workspace
         for rule in case.verifier.artifacts:
             if (candidate_dir / rule.path).exists():
-                tampering.append(f"candidate shipped required artifact {rule.path}; removed before verifying")
+                tampering.append(
+                    f"candidate shipped required artifact {rule.path}; removed before verifying"
+                )
                 v.remove(f"{ws}/{rule.path}")
         v.put_tree(stage)
         res = v.exec(case.verifier.command, timeout=case.contract.verifier.timeout_seconds)
@@ -244,7 +264,7 @@ def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[s
 
 
 def build_feedback(ctx: _Context, attempt: AttemptRecord, candidate_dir: Path) -> bytes:
-    """The feedback package for the next attempt, built mechanically (no model).
+    """Build the feedback package for the next attempt mechanically (no model).
 
     Hidden-test names, contents and verifier output reach it only when the case declares
     the ``hidden_diagnostics`` channel; otherwise only what the deployed agent could also
@@ -322,7 +342,7 @@ def _guarded(
 ) -> tuple[AttemptRecord, Path | None]:
     try:
         return fn()
-    except Exception as exc:  # noqa: BLE001 - this is the one place exceptions become verdicts
+    except Exception as exc:
         return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc)), None
 
 
@@ -373,7 +393,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
             start = tmp / "start"
             materialize(lc, start)
             ctx = _Context(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)
-        except Exception as exc:  # noqa: BLE001 - routed through verdict_from_exception
+        except Exception as exc:
             attempts.append(AttemptRecord(attempt=1, verdict=verdict_from_exception(exc)))
             stop = "evaluator_error"
         else:
@@ -381,8 +401,11 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
             for n in range(1, retry.max_attempts + 1):
                 infra_retries = 0
                 while True:
-                    rec, cand_dir = _guarded(lambda: _one_attempt(ctx, n, base, feedback), n)
-                    if rec.verdict.outcome is not Outcome.INFRA_ERROR or infra_retries >= retry.infra_retries:
+                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n)
+                    if (
+                        rec.verdict.outcome is not Outcome.INFRA_ERROR
+                        or infra_retries >= retry.infra_retries
+                    ):
                         break
                     infra_retries += 1
                 rec = rec.model_copy(update={"infra_retries": infra_retries})
@@ -416,7 +439,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 assert cand_dir is not None
                 try:
                     feedback = build_feedback(ctx, rec, cand_dir)
-                except Exception as exc:  # noqa: BLE001 - routed through verdict_from_exception
+                except Exception as exc:
                     attempts[-1] = rec.model_copy(update={"verdict": verdict_from_exception(exc)})
                     stop = "infra_error"
                     break

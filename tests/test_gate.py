@@ -35,9 +35,11 @@ def codes(decision: Decision, severity: str | None = None) -> set[str]:
 
 
 # a reliable set: 30 stable-pass, 10 flaky, 5 stable-fail
-STEADY = {f"s{i:02d}": "PPPPP" for i in range(30)} | {
-    f"f{i}": s for i, s in enumerate(["PPPFP", "PFPPP", "PPPPF", "FPPPP", "PPFPP"] * 2)
-} | {f"x{i}": "FFFFF" for i in range(5)}
+STEADY = (
+    {f"s{i:02d}": "PPPPP" for i in range(30)}
+    | {f"f{i}": s for i, s in enumerate(["PPPFP", "PFPPP", "PPPPF", "FPPPP", "PPFPP"] * 2)}
+    | {f"x{i}": "FFFFF" for i in range(5)}
+)
 
 
 def test_same_results_pass_with_explaining_reasons_and_are_deterministic() -> None:
@@ -45,8 +47,12 @@ def test_same_results_pass_with_explaining_reasons_and_are_deterministic() -> No
     d2 = decide(POLICY, arm(STEADY), arm(STEADY), arm(STEADY))
     assert d1.verdict == "pass"
     assert d1 == d2 and d1.model_dump_json() == d2.model_dump_json()
-    assert {"baseline_reproduced", "no_significant_regression_pass_rate",
-            "no_significant_regression_pass_hat_k", "non_inferiority_shown"} <= codes(d1)
+    assert {
+        "baseline_reproduced",
+        "no_significant_regression_pass_rate",
+        "no_significant_regression_pass_hat_k",
+        "non_inferiority_shown",
+    } <= codes(d1)
     assert d1.compared and d1.comparison is not None and d1.drift is not None
     assert d1.imputed_verdict is None  # nothing missing
     assert d1.policy_version == "test" and d1.policy_digest.startswith("sha256:")
@@ -272,3 +278,19 @@ def test_drift_per_case_fires_with_many_trials() -> None:
     check = drift_check(arm(now), arm(stored), tolerance=0.9)
     assert check.drifted_cases == ("a",)
     assert check.detected
+
+
+def test_regressions_within_budget_are_still_named_in_the_reasons():
+    from harness.gate import decide
+    from harness.policy import Policy
+    from harness.records import Outcome
+    from harness.stats import ArmData
+
+    P, F = Outcome.PASS, Outcome.FAIL
+    base = {f"c{i}": (P,) * 5 for i in range(10)} | {"flaky": (P, F, P, F, P)}
+    cand = dict(base) | {"c0": (P, P, F, P, P)}
+    d = decide(Policy(version="t"), ArmData(k=5, cases=cand), ArmData(k=5, cases=base), None)
+    codes = {r.code: r for r in d.reasons}
+    assert "regressions_within_budget" in codes or "regressions_over_budget" in codes
+    reason = codes.get("regressions_within_budget") or codes["regressions_over_budget"]
+    assert "c0" in reason.message

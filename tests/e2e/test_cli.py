@@ -56,7 +56,9 @@ def test_bad_case_file_is_a_config_error_naming_file_and_field(project):
 
 
 def test_rewritten_locked_case_is_refused_naming_files(project):
-    (project / "cases" / "add-1" / "hidden" / "verify_hidden.py").write_text("import sys; sys.exit(0)\n")
+    (project / "cases" / "add-1" / "hidden" / "verify_hidden.py").write_text(
+        "import sys; sys.exit(0)\n"
+    )
     done = harness(project, "cases", "check")
     assert done.returncode == 2
     assert "add-1 v1" in done.stderr and "hidden/verify_hidden.py" in done.stderr
@@ -74,8 +76,23 @@ def test_edited_policy_makes_gate_refuse(project):
 
 def test_changed_orchestration_mid_run_invalidates_the_run(project):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--release", "good", "--k", "3", "--jobs", "1", "--no-report"],
-        cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            "--release",
+            "good",
+            "--k",
+            "3",
+            "--jobs",
+            "1",
+            "--no-report",
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while not _trials(project) and time.monotonic() < deadline:
@@ -84,11 +101,32 @@ def test_changed_orchestration_mid_run_invalidates_the_run(project):
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 4, out + err
     assert "system digest changed during the run" in out
+    refused = harness(project, "baseline", "promote", "latest", "--name", "prod")
+    assert refused.returncode == 2 and "cannot be a baseline" in refused.stderr
+    assert not (project / "baselines").exists()
 
 
 def test_sigkill_mid_run_then_resume_keeps_every_finished_trial(project):
-    args = [sys.executable, "-m", "harness.cli", "run", "--release", "good", "--k", "4", "--jobs", "2", "--no-report"]
-    proc = subprocess.Popen(args, cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    args = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--release",
+        "good",
+        "--k",
+        "4",
+        "--jobs",
+        "2",
+        "--no-report",
+    ]
+    proc = subprocess.Popen(
+        args,
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while len(_trials(project)) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -106,8 +144,12 @@ def test_sigkill_mid_run_then_resume_keeps_every_finished_trial(project):
     for p in _trials(project):
         json.loads(p.read_text())  # none corrupt
     assert not list((project / ".harness" / "runs").glob("*/trials/.tmp-*"))
-    leftovers = [d for d in Path(tempfile.gettempdir()).glob("harness-*")
-                 if (d / ".harness-owner").is_file() and (d / ".harness-owner").read_text().strip() == str(proc.pid)]
+    leftovers = [
+        d
+        for d in Path(tempfile.gettempdir()).glob("harness-*")
+        if (d / ".harness-owner").is_file()
+        and (d / ".harness-owner").read_text().strip() == str(proc.pid)
+    ]
     assert leftovers == [], "sessions of the killed run must be swept by the next run"
 
 
