@@ -89,9 +89,7 @@ def run(
         raise InfraError(
             f"{args[0]}: could not start ({exc.strerror or exc}; cwd={cwd})", reason="exec"
         ) from exc
-    done = Completed(
-        argv=args, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr
-    )
+    done = Completed(argv=args, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
     if check and not done.ok:
         tail = proc.stderr[-2000:].decode("utf-8", "replace").strip()
         raise InfraError(
@@ -119,8 +117,13 @@ class Captured(BaseModel):
 
 
 def capture(
-    proc: subprocess.Popen[bytes], *, stdin: bytes | None, deadline: float, cap: int,
-    cpu_limit: float | None = None, cpu_used: Callable[[], float | None] | None = None,
+    proc: subprocess.Popen[bytes],
+    *,
+    stdin: bytes | None,
+    deadline: float,
+    cap: int,
+    cpu_limit: float | None = None,
+    cpu_used: Callable[[], float | None] | None = None,
     kill: Callable[[], None] | None = None,
 ) -> Captured:
     """Feed ``stdin``, keep the first ``cap`` bytes of each stream, reap with rusage.
@@ -165,7 +168,7 @@ def capture(
             if name == "in":
                 assert proc.stdin is not None
                 try:
-                    pending = pending[os.write(key.fd, pending[:65536]):]
+                    pending = pending[os.write(key.fd, pending[:65536]) :]
                 except BlockingIOError:
                     continue
                 except BrokenPipeError:
@@ -189,9 +192,14 @@ def capture(
     status, usage = _reap(proc, max(deadline, time.monotonic()) + 5.0, kill)
     ended = time.monotonic() if exited_at is None else exited_at
     return Captured(
-        returncode=status, stdout=bytes(keep["out"]), stderr=bytes(keep["err"]),
-        stdout_total=total["out"], stderr_total=total["err"], killed=killed,
-        ended=ended, cpu_s=None if usage is None else usage.ru_utime + usage.ru_stime,
+        returncode=status,
+        stdout=bytes(keep["out"]),
+        stderr=bytes(keep["err"]),
+        stdout_total=total["out"],
+        stderr_total=total["err"],
+        killed=killed,
+        ended=ended,
+        cpu_s=None if usage is None else usage.ru_utime + usage.ru_stime,
         maxrss=None if usage is None else usage.ru_maxrss * 1024,
     )
 
@@ -205,8 +213,9 @@ def _exited(pid: int) -> bool:
     return info is not None
 
 
-def _reap(proc: subprocess.Popen[bytes], deadline: float,
-          kill: Callable[[], None]) -> tuple[int | None, resource.struct_rusage | None]:
+def _reap(
+    proc: subprocess.Popen[bytes], deadline: float, kill: Callable[[], None]
+) -> tuple[int | None, resource.struct_rusage | None]:
     """Wait for ``proc`` with ``wait4`` (for its rusage); kill it at ``deadline``."""
     pause = 0.0005
     while True:
@@ -221,4 +230,3 @@ def _reap(proc: subprocess.Popen[bytes], deadline: float,
             kill()
         time.sleep(pause)
         pause = min(pause * 2, 0.02)
-

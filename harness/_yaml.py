@@ -72,7 +72,7 @@ def load_yaml(
     except (OSError, UnicodeDecodeError) as exc:
         raise error_cls(f"cannot read file: {exc}", file=path) from None
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
         node = yaml.compose(text, Loader=_BaseLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark

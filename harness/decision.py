@@ -43,7 +43,7 @@ class RunDecision:
 
     @property
     def verdict(self) -> str:
-        """pass / warn / fail / blocked."""
+        """Pass / warn / fail / blocked."""
         return self.decision.verdict
 
     @property
@@ -66,7 +66,7 @@ class RunDecision:
         return [f"[{r.severity}] {r.message}" for r in self.decision.reasons] + list(self.notes)
 
     def exit_code(self, *, warn_ok: bool = False) -> ExitCode:
-        """The CLI's exit code for this decision."""
+        """Return the CLI's exit code for this decision."""
         return for_verdict(self.verdict, warn_ok=warn_ok)
 
     def case_rows(self) -> list[tuple[str, ...]]:
@@ -85,16 +85,28 @@ class RunDecision:
                 c = by_arm[name].get(cid)
                 if c is None:
                     continue
-                rows.append((cid if name == "candidate" else "", name, str(c.trials), str(c.passes),
-                             str(c.fails), str(c.infra_errors + c.evaluator_errors),
-                             f(c.pass_rate), f(c.pass_hat_k), f(c.pass_at_k), c.label))
+                rows.append(
+                    (
+                        cid if name == "candidate" else "",
+                        name,
+                        str(c.trials),
+                        str(c.passes),
+                        str(c.fails),
+                        str(c.infra_errors + c.evaluator_errors),
+                        f(c.pass_rate),
+                        f(c.pass_hat_k),
+                        f(c.pass_at_k),
+                        c.label,
+                    )
+                )
         for cid in sorted(self.judgment):
-            rows.append((cid, "judgment", str(len(self.judgment[cid])), "", "", "", "", "", "",
-                         "unscored"))
+            rows.append(
+                (cid, "judgment", str(len(self.judgment[cid])), "", "", "", "", "", "", "unscored")
+            )
         return rows
 
     def to_json(self) -> dict[str, Any]:
-        """The decision as JSON-ready data."""
+        """Return the decision as JSON-ready data."""
         return {
             "run_id": self.run_id,
             "release": self.release.release,
@@ -115,8 +127,11 @@ def record_validity(project: Project, handle: RunHandle) -> tuple[bool, list[str
         reasons.append(str(exc))
     path = handle.dir / VALIDITY_FILE
     if not path.exists():
-        data = {"valid": not reasons, "reasons": reasons,
-                "checked_at": dt.datetime.now(dt.UTC).isoformat()}
+        data = {
+            "valid": not reasons,
+            "reasons": reasons,
+            "checked_at": dt.datetime.now(dt.UTC).isoformat(),
+        }
         handle.write_once(VALIDITY_FILE, json.dumps(data, indent=2).encode())
     stored = json.loads(path.read_text())
     return bool(stored["valid"]), list(stored["reasons"])
@@ -129,7 +144,11 @@ def _arm(records: list[RunRecord], arm: Arm, k: int, name: str, skip: set[str]) 
 
 
 def decide_run(
-    project: Project, store: Store, run_id: str, *, write: bool = False,
+    project: Project,
+    store: Store,
+    run_id: str,
+    *,
+    write: bool = False,
     handle: RunHandle | None = None,
 ) -> RunDecision:
     """Decide run ``run_id`` from its stored records under its recorded policy.
@@ -160,8 +179,13 @@ def decide_run(
             stored = json.loads(vpath.read_text())
             valid, invalid = bool(stored["valid"]), list(stored["reasons"])
         else:
-            valid, invalid = False, ["the run has not finished (no end-of-run system check yet); "
-                                     "re-run the same `harness run` command to resume it"]
+            valid, invalid = (
+                False,
+                [
+                    "the run has not finished (no end-of-run system check yet); "
+                    "re-run the same `harness run` command to resume it"
+                ],
+            )
     trials = store.trials(run_id)
     judgment = set(record.judgment_cases)
     cand = _arm(trials, Arm.CANDIDATE, record.k, record.release, judgment)
@@ -173,12 +197,22 @@ def decide_run(
         same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
         dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
         if dropped:
-            notes.append("stored baseline results not comparable (case version changed): "
-                         + ", ".join(sorted(dropped)))
-        stored_base = _arm(same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)",
-                           judgment)
-    decision = decide(policy, cand, base, stored_base, run_valid=valid, invalid_reasons=invalid,
-                      critical_cases=record.critical_cases)
+            notes.append(
+                "stored baseline results not comparable (case version changed): "
+                + ", ".join(sorted(dropped))
+            )
+        stored_base = _arm(
+            same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
+        )
+    decision = decide(
+        policy,
+        cand,
+        base,
+        stored_base,
+        run_valid=valid,
+        invalid_reasons=invalid,
+        critical_cases=record.critical_cases,
+    )
     judged_trials: dict[str, list[RunRecord]] = {}
     for r in trials:
         if r.key.case_id in judgment and r.key.arm is Arm.CANDIDATE:

@@ -24,6 +24,7 @@ __all__ = [
     "ProjectFile",
     "Release",
     "RetryPolicy",
+    "agent_code_digests",
     "SimulatedSettings",
     "load_project",
 ]
@@ -166,7 +167,9 @@ class Project(BaseModel):
                 field="releases",
             ) from None
 
-    def system_definition(self, name: str, task_set_digest: str, harness_version: str) -> dict[str, Any]:
+    def system_definition(
+        self, name: str, task_set_digest: str, harness_version: str
+    ) -> dict[str, Any]:
         """Everything that defines release ``name``'s system, with file contents hashed.
 
         Raises:
@@ -186,15 +189,9 @@ class Project(BaseModel):
                     file=self.root / PROJECT_FILE,
                     field=f"releases.{name}.components.orchestration",
                 )
-        agent_code: dict[str, str] = {}
-        if release.agent.adapter == "simulated":
-            from importlib import resources
-
-            script = resources.files("harness.agents").joinpath("simulated_agent.py").read_bytes()
-            agent_code["simulated_agent.py"] = digest_bytes(script)
         return {
             "release": name,
-            "agent_code": agent_code,
+            "agent_code": agent_code_digests(release),
             "agent": release.agent.model_dump(mode="json"),
             "components": release.components.model_dump(mode="json"),
             "orchestration_digests": hashed,
@@ -206,6 +203,16 @@ class Project(BaseModel):
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
         """Digest of :meth:`system_definition`."""
         return digest_json(self.system_definition(name, task_set_digest, harness_version))
+
+
+def agent_code_digests(release: Release) -> dict[str, str]:
+    """Digests of agent code that ships with harness (the simulated demo agent)."""
+    if release.agent.adapter != "simulated":
+        return {}
+    from importlib import resources
+
+    script = resources.files("harness.agents").joinpath("simulated_agent.py").read_bytes()
+    return {"simulated_agent.py": digest_bytes(script)}
 
 
 def load_project(root: Path) -> Project:

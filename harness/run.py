@@ -23,7 +23,7 @@ from harness.digest import digest_json, short
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
-from harness.project import Project, Release
+from harness.project import Project, Release, agent_code_digests
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.store import RunHandle, Store
 from harness.trial import TrialOutput, TrialSpec
@@ -126,6 +126,8 @@ def plan_run(
         base_def = dict(
             base.file.release.system, task_set_digest=ts_digest, harness_version=__version__
         )
+        # What actually runs now: the harness's own agent code and case images.
+        base_def["agent_code"] = agent_code_digests(base_release)
         base_def.pop("case_images", None)
         if images:
             base_def["case_images"] = images

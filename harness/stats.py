@@ -147,8 +147,10 @@ class ArmData(_Frozen):
         return cls(
             k=k,
             name=name,
-            cases={cid: tuple(o for _, o in sorted(v, key=lambda t: t[0]))
-                   for cid, v in sorted(grouped.items())},
+            cases={
+                cid: tuple(o for _, o in sorted(v, key=lambda t: t[0]))
+                for cid, v in sorted(grouped.items())
+            },
         )
 
 
@@ -548,8 +550,9 @@ class Comparison(_Frozen):
     budget: RegressionBudget
 
 
-def fisher_less(c_pass: np.ndarray, c_n: np.ndarray, b_pass: np.ndarray,
-                 b_n: np.ndarray) -> np.ndarray:
+def fisher_less(
+    c_pass: np.ndarray, c_n: np.ndarray, b_pass: np.ndarray, b_n: np.ndarray
+) -> np.ndarray:
     """One-sided Fisher exact p that arm A's pass share is lower than arm B's (vectorised).
 
     Arguments are per-case arrays: A's passes and judged trials, B's passes and trials.

@@ -132,7 +132,7 @@ class Store:
         raise StoreError(f"run {ref!r} is ambiguous: {', '.join(matches)}")
 
     def release(self, run_id: str) -> ReleaseRecord:
-        """The release record of a run."""
+        """Return the release record of a run."""
         return _read_model(self.run_dir(run_id) / "release.json", ReleaseRecord)
 
     def trials(self, run_id: str) -> list[RunRecord]:

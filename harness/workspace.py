@@ -78,7 +78,9 @@ def materialize(lc: LoadedCase, dest: Path) -> None:
             done = _proc.run(argv, timeout=300)
             if done.returncode != 0:
                 msg = done.stderr.decode(errors="replace").strip()
-                raise InfraError(f"git failed for {lc.id}: {' '.join(argv[:3])}: {msg}", reason="git")
+                raise InfraError(
+                    f"git failed for {lc.id}: {' '.join(argv[:3])}: {msg}", reason="git"
+                )
         shutil.rmtree(dest / ".git")
 
 

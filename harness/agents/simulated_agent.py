@@ -82,7 +82,9 @@ def main() -> int:
             patch = fh.read()
     # A correction attempt starts from the previous candidate: undo this agent's own
     # earlier changes (replayed from their seeds) before acting again.
-    earlier = [_decide(sim, seed, i > 0, patch) for i, seed in enumerate(sim.get("prior_seeds", []))]
+    earlier = [
+        _decide(sim, seed, i > 0, patch) for i, seed in enumerate(sim.get("prior_seeds", []))
+    ]
     for _kind, change in reversed(earlier):
         _apply(change, workspace, reverse=True)
     kind, change = _decide(sim, sim["seed"], had_feedback, patch)

@@ -69,7 +69,9 @@ def _check_files(case: Case, case_dir: Path, case_file: Path) -> None:
     if isinstance(repo, FolderRepo):
         if not _inside(case_dir, repo.path, case_file, "repo.path").is_dir():
             raise CaseError(
-                f"expected a folder at {repo.path!r} inside the case", file=case_file, field="repo.path"
+                f"expected a folder at {repo.path!r} inside the case",
+                file=case_file,
+                field="repo.path",
             )
     elif isinstance(repo, ArchiveRepo):
         archive = _inside(case_dir, repo.path, case_file, "repo.path")
@@ -91,9 +93,10 @@ def _check_files(case: Case, case_dir: Path, case_file: Path) -> None:
                 file=case_file,
                 field=f"verifier.hidden.{i}.src",
             )
-    if case.reference is not None and not _inside(
-        case_dir, case.reference.patch, case_file, "reference.patch"
-    ).is_file():
+    if (
+        case.reference is not None
+        and not _inside(case_dir, case.reference.patch, case_file, "reference.patch").is_file()
+    ):
         raise CaseError(
             f"reference patch {case.reference.patch!r} does not exist",
             file=case_file,
@@ -134,7 +137,9 @@ def load_cases(cases_dir: Path, only: Iterable[str] | None = None) -> list[Loade
     for lc in loaded:
         if lc.id in seen:
             raise CaseError(
-                f"duplicate case id {lc.id!r} (also in {seen[lc.id]})", file=lc.dir / CASE_FILE, field="id"
+                f"duplicate case id {lc.id!r} (also in {seen[lc.id]})",
+                file=lc.dir / CASE_FILE,
+                field="id",
             )
         seen[lc.id] = lc.dir
     if only is not None:

@@ -53,15 +53,21 @@ def apply_patch(patch: Path, tree: Path) -> None:
         )
 
 
-def _verify(lc: LoadedCase, sandbox: Sandbox, tree: Path, tmp: Path, tag: str,
-            downgrade: frozenset[str]) -> Verdict:
-    from harness.records import Arm, TrialKey
+def _verify(
+    lc: LoadedCase, sandbox: Sandbox, tree: Path, tmp: Path, tag: str, downgrade: frozenset[str]
+) -> Verdict:
     from harness.project import AgentSpec, Release
+    from harness.records import Arm, TrialKey
     from harness.trial import TrialSpec
 
     spec = TrialSpec(
-        key=TrialKey(arm=Arm.CANDIDATE, release=f"validate-{tag}", case_id=lc.id,
-                     case_version=lc.version, trial=0),
+        key=TrialKey(
+            arm=Arm.CANDIDATE,
+            release=f"validate-{tag}",
+            case_id=lc.id,
+            case_version=lc.version,
+            trial=0,
+        ),
         project_root="",
         case_dir=str(lc.dir),
         case_digest=lc.digest,
@@ -73,18 +79,22 @@ def _verify(lc: LoadedCase, sandbox: Sandbox, tree: Path, tmp: Path, tag: str,
     ctx = _Context(spec, lc, sandbox, tmp, tree, tree_manifest(tree), _Blobs())
     try:
         _, verdict, _ = _verifier_phase(ctx, 1 if tag == "red" else 2, tree)
-    except Exception as exc:  # noqa: BLE001 - same mapping as trials
+    except Exception as exc:
         return verdict_from_exception(exc)
     return verdict
 
 
-def validate_case(lc: LoadedCase, sandbox: Sandbox, downgrade: frozenset[str] = frozenset()) -> ValidationResult:
+def validate_case(
+    lc: LoadedCase, sandbox: Sandbox, downgrade: frozenset[str] = frozenset()
+) -> ValidationResult:
     """Run the red/green proof for one case."""
     case = lc.case
     if case.lane == "judgment":
         return ValidationResult(lc.id, "skipped", None, None, "judgment lane: no executable oracle")
     if case.expect == "abstain":
-        return ValidationResult(lc.id, "skipped", None, None, "expects abstention: no change to verify")
+        return ValidationResult(
+            lc.id, "skipped", None, None, "expects abstention: no change to verify"
+        )
     assert case.reference is not None
     with tempfile.TemporaryDirectory(prefix="harness-validate-") as name:
         tmp = Path(name)

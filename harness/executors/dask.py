@@ -34,14 +34,19 @@ class DaskExecutor:
         try:
             if scheduler is None:
                 self._cluster = LocalCluster(
-                    n_workers=jobs or 2, threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=40,
+                    n_workers=jobs or 2,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=40,
                 )
                 self._client: Any = Client(self._cluster)
             else:
                 self._client = Client(scheduler, timeout=30)
         except OSError as exc:
-            raise InfraError(f"cannot reach Dask scheduler {scheduler}: {exc}", reason="dask") from None
+            raise InfraError(
+                f"cannot reach Dask scheduler {scheduler}: {exc}", reason="dask"
+            ) from None
 
     @property
     def client(self) -> Any:

@@ -41,8 +41,10 @@ _ALLOWED = "HARNESS_CONFORMANCE_ALLOWED"
 
 
 def _show(r: ExecResult) -> str:
-    return (f"termination={r.termination.value} exit={r.exit_code} signal={r.signal} "
-            f"bound={r.bound} stdout={r.stdout[-300:]!r} stderr={r.stderr[-600:]!r}")
+    return (
+        f"termination={r.termination.value} exit={r.exit_code} signal={r.signal} "
+        f"bound={r.bound} stdout={r.stdout[-300:]!r} stderr={r.stderr[-600:]!r}"
+    )
 
 
 def _py(code: str) -> list[str]:
@@ -67,20 +69,19 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
 
     def exec_exit_codes_and_output(sandbox: Sandbox, tmp: Path) -> None:
         with session(sandbox, "exec") as s:
-            r = s.exec(_py("import sys; print('out'); print('err', file=sys.stderr); "
-                           "sys.exit(3)"))
+            r = s.exec(_py("import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"))
             assert r.termination is Termination.EXIT and r.exit_code == 3, _show(r)
             assert r.stdout == b"out\n" and r.stderr == b"err\n", _show(r)
             assert r.stdout_total == 4 and not r.stdout_truncated, _show(r)
-            ok = s.exec(_py("import sys; sys.stdout.write(sys.stdin.read().upper())"),
-                        stdin=b"ping")
+            ok = s.exec(
+                _py("import sys; sys.stdout.write(sys.stdin.read().upper())"), stdin=b"ping"
+            )
             assert ok.ok and ok.stdout == b"PING", f"stdin not delivered: {_show(ok)}"
             assert ok.duration_s >= 0 and not ok.bound, _show(ok)
 
     def stdout_truncation_recorded(sandbox: Sandbox, tmp: Path) -> None:
         with session(sandbox, "truncate", output_bytes=1024) as s:
-            r = s.exec(_py("import sys; sys.stdout.write('x' * 5000); "
-                           "sys.stderr.write('e' * 10)"))
+            r = s.exec(_py("import sys; sys.stdout.write('x' * 5000); sys.stderr.write('e' * 10)"))
             assert r.ok, _show(r)
             assert r.stdout == b"x" * 1024, f"kept {len(r.stdout)} bytes, expected 1024"
             assert r.stdout_truncated and r.stdout_total == 5000, _show(r)
@@ -91,8 +92,10 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         os.environ[_SECRET], os.environ[_ALLOWED] = "s3cret-must-not-leak", "allowed-value"
         try:
             with session(sandbox, "env", env=(_ALLOWED,)) as s:
-                r = s.exec(_py("import json, os; print(json.dumps(dict(os.environ)))"),
-                           env={"HARNESS_EXTRA": "extra"})
+                r = s.exec(
+                    _py("import json, os; print(json.dumps(dict(os.environ)))"),
+                    env={"HARNESS_EXTRA": "extra"},
+                )
         finally:
             for k, v in saved.items():
                 if v is None:
@@ -101,7 +104,8 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
                     os.environ[k] = v
         assert r.ok, _show(r)
         assert b"s3cret-must-not-leak" not in r.stdout and _SECRET.encode() not in r.stdout, (
-            f"host variable {_SECRET} (not allowlisted) leaked into the sandbox")
+            f"host variable {_SECRET} (not allowlisted) leaked into the sandbox"
+        )
         assert b'"allowed-value"' in r.stdout, f"allowlisted {_ALLOWED} missing: {_show(r)}"
         assert b'"HARNESS_EXTRA": "extra"' in r.stdout, f"exec(env=) missing: {_show(r)}"
 
@@ -118,8 +122,9 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
             s.put_tree(src)
             r = s.exec(["./run.py"])
             assert r.ok and r.stdout == b"ran\n", f"exec bit lost on put_tree: {_show(r)}"
-            r = s.exec(_py("import os; print(os.readlink('link')); "
-                           "open('made.txt', 'w').write('made')"))
+            r = s.exec(
+                _py("import os; print(os.readlink('link')); open('made.txt', 'w').write('made')")
+            )
             assert r.ok and r.stdout == b"pkg/data.txt\n", f"symlink lost: {_show(r)}"
             s.get_tree(out)
         assert (out / "pkg" / "data.txt").read_text() == "data\n"
@@ -153,24 +158,32 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         port = listener.getsockname()[1]
         try:
             with session(sandbox, "network", network="none") as s:
-                r = s.exec(_py(
-                    "import socket\ntry:\n"
-                    f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
-                    "    print('CONNECTED')\nexcept OSError as e:\n    print('DENIED', e)"))
+                r = s.exec(
+                    _py(
+                        "import socket\ntry:\n"
+                        f"    socket.create_connection(('127.0.0.1', {port}), timeout=3)\n"
+                        "    print('CONNECTED')\nexcept OSError as e:\n    print('DENIED', e)"
+                    )
+                )
         finally:
             listener.close()
         assert r.ok, _show(r)
         assert r.stdout.startswith(b"DENIED"), (
-            f"network=none but a host listener on 127.0.0.1:{port} was reachable: {_show(r)}")
+            f"network=none but a host listener on 127.0.0.1:{port} was reachable: {_show(r)}"
+        )
 
     def wall_clock_kills_grandchild(sandbox: Sandbox, tmp: Path) -> None:
-        child = ("import os, time; open('child.pid', 'w').write(str(os.getpid())); "
-                 "time.sleep(3); open('child.alive', 'w').write('alive')")
-        parent = ("import subprocess, sys, time; "
-                  f"subprocess.Popen([sys.executable, '-c', {child!r}], "
-                  "start_new_session=True, stdin=subprocess.DEVNULL, "
-                  "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
-                  "time.sleep(60)")
+        child = (
+            "import os, time; open('child.pid', 'w').write(str(os.getpid())); "
+            "time.sleep(3); open('child.alive', 'w').write('alive')"
+        )
+        parent = (
+            "import subprocess, sys, time; "
+            f"subprocess.Popen([sys.executable, '-c', {child!r}], "
+            "start_new_session=True, stdin=subprocess.DEVNULL, "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            "time.sleep(60)"
+        )
         with session(sandbox, "wallclock", timeout_seconds=1.5) as s:
             start = time.monotonic()
             r = s.exec(_py(parent))
@@ -201,13 +214,16 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
     def read_only_root(sandbox: Sandbox, tmp: Path) -> None:
         probe = f"/harness-conformance-probe-{uuid.uuid4().hex[:12]}"
         with session(sandbox, "rootfs", read_only_root=True) as s:
-            r = s.exec(_py(
-                "import os, tempfile\n"
-                f"for p in ({probe!r}, '/usr' + {probe!r}):\n"
-                "    try:\n        open(p, 'w').write('x'); print('WROTE', p)\n"
-                "    except OSError:\n        print('DENIED')\n"
-                "open('inside.txt', 'w').write('ok')\n"
-                "with tempfile.NamedTemporaryFile() as f: f.write(b'tmp ok')\n"))
+            r = s.exec(
+                _py(
+                    "import os, tempfile\n"
+                    f"for p in ({probe!r}, '/usr' + {probe!r}):\n"
+                    "    try:\n        open(p, 'w').write('x'); print('WROTE', p)\n"
+                    "    except OSError:\n        print('DENIED')\n"
+                    "open('inside.txt', 'w').write('ok')\n"
+                    "with tempfile.NamedTemporaryFile() as f: f.write(b'tmp ok')\n"
+                )
+            )
             assert r.ok, f"workspace or TMPDIR not writable: {_show(r)}"
             assert r.stdout == b"DENIED\nDENIED\n", f"wrote outside the workspace: {_show(r)}"
         leaked = [p for p in (Path(probe), Path("/usr" + probe)) if p.exists()]
@@ -226,19 +242,26 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         s.close()  # idempotent
         for p in (ws, io):
             assert not (p / "a.txt").exists() and not (p / "b.txt").exists(), (
-                f"{p} still holds files after close()")
+                f"{p} still holds files after close()"
+            )
         try:
             s.exec(["true"])
         except SandboxUnavailableError:
             pass
         else:
-            raise AssertionError("exec() on a closed session did not raise "
-                                 "SandboxUnavailableError")
+            raise AssertionError("exec() on a closed session did not raise SandboxUnavailableError")
 
     checks: list[Check] = [
-        exec_exit_codes_and_output, stdout_truncation_recorded, env_allowlist,
-        workspace_round_trip, files_write_read_remove, network_denied,
-        wall_clock_kills_grandchild, memory_bound, fork_bomb_contained, read_only_root,
+        exec_exit_codes_and_output,
+        stdout_truncation_recorded,
+        env_allowlist,
+        workspace_round_trip,
+        files_write_read_remove,
+        network_denied,
+        wall_clock_kills_grandchild,
+        memory_bound,
+        fork_bomb_contained,
+        read_only_root,
         closed_session_leaves_no_files,
     ]
     return {c.__name__: c for c in checks}

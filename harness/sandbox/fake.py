@@ -34,11 +34,19 @@ class ExecCall:
 Handler = Callable[[ExecCall], ExecResult]
 
 
-def exited(argv: Sequence[str], code: int = 0, stdout: bytes = b"", stderr: bytes = b"") -> ExecResult:
-    """An ``ExecResult`` for a process that exited on its own."""
+def exited(
+    argv: Sequence[str], code: int = 0, stdout: bytes = b"", stderr: bytes = b""
+) -> ExecResult:
+    """Build an ``ExecResult`` for a process that exited on its own."""
     return ExecResult(
-        argv=tuple(argv), exit_code=code, termination=Termination.EXIT, stdout=stdout,
-        stderr=stderr, stdout_total=len(stdout), stderr_total=len(stderr), duration_s=0.0,
+        argv=tuple(argv),
+        exit_code=code,
+        termination=Termination.EXIT,
+        stdout=stdout,
+        stderr=stderr,
+        stdout_total=len(stdout),
+        stderr_total=len(stderr),
+        duration_s=0.0,
     )
 
 
@@ -114,7 +122,9 @@ class FakeSession:
         stdin: bytes | None = None,
     ) -> ExecResult:
         """Hand the call to the handler."""
-        call = ExecCall(tuple(argv), dict(env or {}), self._label, self._root / "workspace", self._root / "io")
+        call = ExecCall(
+            tuple(argv), dict(env or {}), self._label, self._root / "workspace", self._root / "io"
+        )
         self._log.append(call)
         return self._handler(call)
 

@@ -148,23 +148,35 @@ def plan_isolation(
         memory = "none"
     pids: Literal["cgroup", "none"] = "cgroup"
     if not caps.cgroups:
-        cannot("pids", "no writable cgroup with the pids controller (RLIMIT_NPROC counts "
-               "every process of the user, not the sandbox, and is ignored for root)")
+        cannot(
+            "pids",
+            "no writable cgroup with the pids controller (RLIMIT_NPROC counts "
+            "every process of the user, not the sandbox, and is ignored for root)",
+        )
         pids = "none"
     disk: Literal["tmpfs", "none"] = "none"
     if contract.disk_mb is not None:
         if caps.can_mount:
             disk = "tmpfs"
         else:
-            cannot("disk", "cannot mount a size-limited tmpfs (needs root); RLIMIT_FSIZE "
-                   "bounds single files only")
+            cannot(
+                "disk",
+                "cannot mount a size-limited tmpfs (needs root); RLIMIT_FSIZE "
+                "bounds single files only",
+            )
     cpu: Literal["rlimit+cgroup", "rlimit", "none"] = "none"
     if contract.cpu_seconds is not None:
         has_acct = caps.cgroups is not None and "cpu" in caps.cgroups.bases
         cpu = "rlimit+cgroup" if has_acct else "rlimit"
     return IsolationPlan(
-        bwrap=caps.bwrap is not None, network=network, read_only_root=ro_root,
-        memory=memory, pids=pids, disk=disk, cpu=cpu, downgraded=tuple(downgraded),
+        bwrap=caps.bwrap is not None,
+        network=network,
+        read_only_root=ro_root,
+        memory=memory,
+        pids=pids,
+        disk=disk,
+        cpu=cpu,
+        downgraded=tuple(downgraded),
     )
 
 
@@ -186,8 +198,9 @@ def _umount(target: Path) -> None:
 
 def _works(argv: Sequence[str]) -> bool:
     try:
-        done = subprocess.run(list(argv), capture_output=True, timeout=20, check=False,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            list(argv), capture_output=True, timeout=20, check=False, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
@@ -198,11 +211,26 @@ def _detect() -> HostCapabilities:
     root = os.geteuid() == 0
     bwrap = shutil.which("bwrap")
     version = None
-    if bwrap and _works([bwrap, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid",
-                         "--cap-drop", "ALL", "--", "true"]):
+    if bwrap and _works(
+        [
+            bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-net",
+            "--unshare-pid",
+            "--cap-drop",
+            "ALL",
+            "--",
+            "true",
+        ]
+    ):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10,
-                                 check=False).stdout.decode().split()
+            out = (
+                subprocess.run([bwrap, "--version"], capture_output=True, timeout=10, check=False)
+                .stdout.decode()
+                .split()
+            )
             version = out[-1] if out else None
     else:
         bwrap = None
@@ -219,14 +247,19 @@ def _detect() -> HostCapabilities:
                 can_mount = True
             except OSError:
                 can_mount = False
-    return HostCapabilities(bwrap=bwrap, bwrap_version=version, unshare=unshare, root=root,
-                            cgroups=detect_cgroups() if root or os.access(
-                                "/sys/fs/cgroup", os.W_OK) else None,
-                            can_mount=can_mount)
+    return HostCapabilities(
+        bwrap=bwrap,
+        bwrap_version=version,
+        unshare=unshare,
+        root=root,
+        cgroups=detect_cgroups() if root or os.access("/sys/fs/cgroup", os.W_OK) else None,
+        can_mount=can_mount,
+    )
 
 
-def sandbox_env(contract: PhaseContract, home: str, tmpdir: str,
-                extra: Mapping[str, str] | None) -> dict[str, str]:
+def sandbox_env(
+    contract: PhaseContract, home: str, tmpdir: str, extra: Mapping[str, str] | None
+) -> dict[str, str]:
     """Build a command's whole environment: fixed base, allowlisted host vars, ``extra``."""
     env = {
         "PATH": f"{os.path.dirname(sys.executable)}:{SANE_PATH}",
@@ -245,8 +278,14 @@ def sandbox_env(contract: PhaseContract, home: str, tmpdir: str,
 class LocalSession:
     """One local sandbox session; see the module docstring for the isolation it applies."""
 
-    def __init__(self, caps: HostCapabilities, contract: PhaseContract, plan: IsolationPlan,
-                 root: Path, label: str) -> None:
+    def __init__(
+        self,
+        caps: HostCapabilities,
+        contract: PhaseContract,
+        plan: IsolationPlan,
+        root: Path,
+        label: str,
+    ) -> None:
         self._caps, self._contract, self._plan = caps, contract, plan
         self._root, self.label = root, label
         self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
@@ -315,6 +354,7 @@ class LocalSession:
             SandboxUnavailableError: the copy failed.
 
         """
+
         def ignore(d: str, names: list[str]) -> set[str]:
             skip = set()
             for n in names:
@@ -324,8 +364,9 @@ class LocalSession:
             return skip
 
         try:
-            shutil.copytree(self._paths.workspace, dest, symlinks=True, ignore=ignore,
-                            dirs_exist_ok=True)
+            shutil.copytree(
+                self._paths.workspace, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True
+            )
         except (OSError, shutil.Error) as exc:
             raise SandboxUnavailableError(
                 f"local sandbox {self.label}: could not copy the workspace to {dest}: {exc}"
@@ -380,10 +421,22 @@ class LocalSession:
         plan, c = self._plan, self._contract
         if plan.bwrap:
             assert self._caps.bwrap is not None
-            cmd = [self._caps.bwrap, "--die-with-parent", "--new-session", "--unshare-pid",
-                   "--unshare-ipc", "--cap-drop", "ALL",
-                   "--ro-bind" if plan.read_only_root else "--bind", "/", "/",
-                   "--dev", "/dev", "--proc", "/proc"]
+            cmd = [
+                self._caps.bwrap,
+                "--die-with-parent",
+                "--new-session",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--cap-drop",
+                "ALL",
+                "--ro-bind" if plan.read_only_root else "--bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+            ]
             if c.disk_mb is not None:
                 cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
@@ -392,8 +445,13 @@ class LocalSession:
             return [*cmd, "--chdir", str(cwd), "--", *argv]
         if plan.network == "unshare":
             assert self._caps.unshare is not None
-            return [self._caps.unshare, "--net",
-                    *([] if self._caps.root else ["--map-root-user"]), "--", *argv]
+            return [
+                self._caps.unshare,
+                "--net",
+                *([] if self._caps.root else ["--map-root-user"]),
+                "--",
+                *argv,
+            ]
         return list(argv)
 
     def _rlimits(self, pid: int) -> None:
@@ -433,13 +491,15 @@ class LocalSession:
         limit = c.timeout_seconds if timeout is None else min(timeout, c.timeout_seconds)
         host_cwd = self._inside(cwd or self._paths.workspace)
         if not host_cwd.is_dir():
-            raise SandboxUnavailableError(f"local sandbox {self.label}: cwd {host_cwd} "
-                                          "does not exist")
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: cwd {host_cwd} does not exist"
+            )
         tmpdir = "/tmp" if self._plan.bwrap else str(self._root / "tmp")
         full_env = sandbox_env(c, self._paths.io, tmpdir, env)
         group: ExecCgroup | None = None
-        if caps.cgroups is not None and (self._plan.memory == "cgroup" or
-                                         self._plan.pids == "cgroup"):
+        if caps.cgroups is not None and (
+            self._plan.memory == "cgroup" or self._plan.pids == "cgroup"
+        ):
             try:
                 group = caps.cgroups.create(memory_mb=c.memory_mb, pids=c.pids)
             except OSError as exc:
@@ -450,10 +510,15 @@ class LocalSession:
         start = time.monotonic()
         proc = self._launch(argv, host_cwd, full_env, group)
         try:
-            got = capture(proc, stdin=stdin, deadline=start + limit, cap=c.output_bytes,
-                          cpu_limit=c.cpu_seconds if self._plan.cpu == "rlimit+cgroup"
-                          else None, cpu_used=group.cpu_s if group else None,
-                          kill=lambda: self._kill(proc, group))
+            got = capture(
+                proc,
+                stdin=stdin,
+                deadline=start + limit,
+                cap=c.output_bytes,
+                cpu_limit=c.cpu_seconds if self._plan.cpu == "rlimit+cgroup" else None,
+                cpu_used=group.cpu_s if group else None,
+                kill=lambda: self._kill(proc, group),
+            )
         finally:
             self._kill(proc, group)
             with self._lock:
@@ -463,8 +528,9 @@ class LocalSession:
                 group.remove()
         return self._result(argv, got, stats, limit, start, used_before)
 
-    def _launch(self, argv: Sequence[str], cwd: Path, env: dict[str, str],
-                group: ExecCgroup | None) -> subprocess.Popen[bytes]:
+    def _launch(
+        self, argv: Sequence[str], cwd: Path, env: dict[str, str], group: ExecCgroup | None
+    ) -> subprocess.Popen[bytes]:
         """Start the gate, confine it (cgroup, rlimits), then release it to exec ``argv``.
 
         The gate (``sh``) blocks reading one line from its stdin; the user's stdin follows
@@ -473,9 +539,14 @@ class LocalSession:
         cmd = [self._caps.shell, "-c", _GATE, "sh", *self._command(argv, cwd)]
         try:
             proc = subprocess.Popen(
-                cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True, env=env,
-                cwd=self._root if self._plan.bwrap else cwd)
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                cwd=self._root if self._plan.bwrap else cwd,
+            )
         except OSError as exc:
             if group is not None:
                 group.remove()
@@ -510,8 +581,15 @@ class LocalSession:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
 
-    def _result(self, argv: Sequence[str], got: Captured, stats: CgroupStats | None,
-                limit: float, start: float, used_before: float | None) -> ExecResult:
+    def _result(
+        self,
+        argv: Sequence[str],
+        got: Captured,
+        stats: CgroupStats | None,
+        limit: float,
+        start: float,
+        used_before: float | None,
+    ) -> ExecResult:
         c = self._contract
         duration = max(0.0, got.ended - start)
         code: int | None = got.returncode
@@ -526,32 +604,58 @@ class LocalSession:
         term, bound = Termination.EXIT, None
         failed = not (code == 0 and sig is None)
         if got.killed == "wall_clock":
-            term, bound = Termination.WALL_CLOCK, Bound(kind=Termination.WALL_CLOCK,
-                                                        limit=limit, observed=duration)
-        elif got.killed == "cpu" or (c.cpu_seconds is not None and (
-                sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s is not None
-                                          and cpu_s >= c.cpu_seconds * 0.95))):
+            term, bound = (
+                Termination.WALL_CLOCK,
+                Bound(kind=Termination.WALL_CLOCK, limit=limit, observed=duration),
+            )
+        elif got.killed == "cpu" or (
+            c.cpu_seconds is not None
+            and (
+                sig == signal.SIGXCPU
+                or (sig == signal.SIGKILL and cpu_s is not None and cpu_s >= c.cpu_seconds * 0.95)
+            )
+        ):
             assert c.cpu_seconds is not None
-            term, bound = Termination.CPU, Bound(kind=Termination.CPU, limit=c.cpu_seconds,
-                                                 observed=cpu_s)
+            term, bound = (
+                Termination.CPU,
+                Bound(kind=Termination.CPU, limit=c.cpu_seconds, observed=cpu_s),
+            )
         elif stats is not None and stats.oom_kills > 0:
-            term, bound = Termination.MEMORY, Bound(kind=Termination.MEMORY,
-                                                    limit=c.memory_mb, observed=peak_mb)
-        elif c.disk_mb is not None and failed and (
-                sig == signal.SIGXFSZ or self._disk_filled_by_this(used_before)):
-            term, bound = Termination.DISK, Bound(kind=Termination.DISK, limit=c.disk_mb,
-                                                  observed=self._disk_used_mb())
+            term, bound = (
+                Termination.MEMORY,
+                Bound(kind=Termination.MEMORY, limit=c.memory_mb, observed=peak_mb),
+            )
+        elif (
+            c.disk_mb is not None
+            and failed
+            and (sig == signal.SIGXFSZ or self._disk_filled_by_this(used_before))
+        ):
+            term, bound = (
+                Termination.DISK,
+                Bound(kind=Termination.DISK, limit=c.disk_mb, observed=self._disk_used_mb()),
+            )
         elif stats is not None and stats.pids_max_events > 0 and failed:
-            term, bound = Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids,
-                                                  observed=stats.pids_peak)
+            term, bound = (
+                Termination.PIDS,
+                Bound(kind=Termination.PIDS, limit=c.pids, observed=stats.pids_peak),
+            )
         elif sig is not None:
             term = Termination.SIGNAL
         return ExecResult(
-            argv=tuple(argv), exit_code=code, signal=sig, termination=term, bound=bound,
-            stdout=got.stdout, stderr=got.stderr, stdout_total=got.stdout_total,
-            stderr_total=got.stderr_total, stdout_truncated=got.stdout_total > len(got.stdout),
-            stderr_truncated=got.stderr_total > len(got.stderr), duration_s=duration,
-            cpu_s=cpu_s, peak_memory_mb=peak_mb,
+            argv=tuple(argv),
+            exit_code=code,
+            signal=sig,
+            termination=term,
+            bound=bound,
+            stdout=got.stdout,
+            stderr=got.stderr,
+            stdout_total=got.stdout_total,
+            stderr_total=got.stderr_total,
+            stdout_truncated=got.stdout_total > len(got.stdout),
+            stderr_truncated=got.stderr_total > len(got.stderr),
+            duration_s=duration,
+            cpu_s=cpu_s,
+            peak_memory_mb=peak_mb,
         )
 
     def _disk_filled_by_this(self, used_before: float | None) -> bool:
@@ -603,8 +707,9 @@ class LocalSandbox:
 
     name = "local"
 
-    def __init__(self, base_dir: Path | str | None = None, *,
-                 capabilities: HostCapabilities | None = None) -> None:
+    def __init__(
+        self, base_dir: Path | str | None = None, *, capabilities: HostCapabilities | None = None
+    ) -> None:
         """Create a backend whose sessions live under ``base_dir`` (default: the temp dir).
 
         ``capabilities`` overrides detection (tests use it to force a fallback path).
@@ -619,8 +724,9 @@ class LocalSandbox:
             self._caps = HostCapabilities.detect()
         return self._caps
 
-    def open(self, contract: PhaseContract, *, label: str,
-             downgrade: frozenset[str] = frozenset()) -> LocalSession:
+    def open(
+        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+    ) -> LocalSession:
         """Open a fresh session; see :meth:`Sandbox.open`.
 
         Raises:
@@ -663,14 +769,13 @@ class LocalSandbox:
         facts = {
             "backend": "local",
             "bwrap": caps.bwrap_version or ("present" if caps.bwrap else "absent"),
-            "network_isolation": "bwrap" if caps.bwrap else ("unshare" if caps.unshare
-                                                             else "none"),
+            "network_isolation": "bwrap" if caps.bwrap else ("unshare" if caps.unshare else "none"),
             "read_only_root": "bwrap" if caps.bwrap else "none",
             "memory": "cgroup" if caps.cgroups else "rlimit_as",
             "pids": "cgroup" if caps.cgroups else "none",
             "disk": "tmpfs" if caps.can_mount else "none",
-            "cpu": "rlimit_cpu" + ("+cgroup" if caps.cgroups and "cpu" in caps.cgroups.bases
-                                   else ""),
+            "cpu": "rlimit_cpu"
+            + ("+cgroup" if caps.cgroups and "cpu" in caps.cgroups.bases else ""),
             "cgroup": "none",
             "root": str(caps.root).lower(),
             "launcher": "sh-gate+prlimit(2)",
