@@ -1,0 +1,586 @@
+"""The report model: everything the HTML, JUnit, Markdown and JSON reports show, as data.
+
+:func:`build_report` reads a run's stored records once (the release record, the run
+records, the gate decision recomputed by :func:`harness.decision.decide_run`) and reduces
+them to a frozen :class:`ReportData`. The renderers are pure functions of that model, so
+all four reports agree on every number.
+
+Arms: ``candidate``; ``baseline`` (the baseline re-executed in this run); ``stored``
+(the promoted baseline's stored results, summary only). The per-case table compares the
+candidate with the gate's *reference* baseline: the re-executed one, falling back per
+case to the stored one when a case was not re-executed.
+
+Evidence is kept for every trial that did not pass. Excerpts are stored once per
+distinct text in :attr:`ReportData.excerpts` (identical output is common across trials
+of one case), and evidence items refer to them by id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.claims import ClaimStats, claim_stats, claim_stats_by_case
+from harness.decision import RunDecision, decide_run
+from harness.gate import Decision, Reason
+from harness.project import Project
+from harness.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
+from harness.sandbox.base import Bound
+from harness.stats import ArmSummary, CaseSummary
+from harness.store import Store
+
+__all__ = [
+    "ArmCase",
+    "ArmCost",
+    "ArmView",
+    "AttemptView",
+    "CaseView",
+    "Evidence",
+    "EvidenceGroup",
+    "JudgmentCase",
+    "Mark",
+    "PathRef",
+    "ReportData",
+    "build_report",
+    "report_from_decision",
+]
+
+ArmKey = Literal["candidate", "baseline", "stored"]
+EvidenceKind = Literal["fail", "infra_error", "evaluator_error"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Mark(_Frozen):
+    """One trial as a mark in the per-case table."""
+
+    trial: int
+    outcome: Outcome
+    failure_type: FailureType | None = None
+    attempts: int = 1
+    anchor: str | None = None
+    """Id of the trial's evidence item (trials that did not pass)."""
+
+
+class ArmCase(_Frozen):
+    """One case in one arm: its summary, its trials as marks, its claims and attempts."""
+
+    summary: CaseSummary
+    marks: tuple[Mark, ...] = ()
+    """Empty when the arm's data for this case are stored results (not re-executed)."""
+    claims: ClaimStats | None = None
+    stop_reasons: dict[str, int] = {}
+
+
+class CaseView(_Frozen):
+    """One row of the per-case table."""
+
+    case_id: str
+    critical: bool
+    compared: bool
+    """The case has judged trials in both the candidate and the reference baseline."""
+    regression: bool = False
+    """All-pass in the baseline, not all-pass in the candidate."""
+    improvement: bool = False
+    broken: bool = False
+    """All-pass in the baseline, all-fail in the candidate."""
+    delta_pass_rate: float | None = None
+    delta_pass_hat_k: float | None = None
+    p_diagnostic: float | None = None
+    candidate: ArmCase | None
+    baseline: ArmCase | None = None
+    baseline_source: Literal["re-executed", "stored"] | None = None
+    flags: tuple[str, ...] = ()
+    """Filter tags: regression, improvement, broken, flaky, failing, errors, critical."""
+
+
+class ArmCost(_Frozen):
+    """Time and agent-reported usage of an arm (all its trials, every attempt)."""
+
+    trials: int
+    attempts: int
+    agent_seconds: float
+    verifier_seconds: float
+    usage: dict[str, float]
+    """Agent-reported usage summed over attempts (tokens, cost, … as the agent named them)."""
+    trials_with_usage: int
+
+
+class ArmView(_Frozen):
+    """One arm: the gate's summary plus claims, attempts, cost and run-to-run results."""
+
+    key: ArmKey
+    title: str
+    release: str
+    summary: ArmSummary
+    claims: ClaimStats | None = None
+    cost: ArmCost | None = None
+    attempts_used: dict[int, int] = {}
+    """Attempts used → number of trials."""
+    stop_reasons: dict[str, int] = {}
+    """Why the correction loop stopped → number of trials."""
+    runs: tuple[float, ...] = ()
+    """Aggregate pass rate of run j (trial index j over all cases), for the spread."""
+
+
+class PathRef(_Frozen):
+    """A file on disk behind a number: a run record, a blob."""
+
+    label: str
+    path: str
+    """Absolute path."""
+    shown: str
+    """Path relative to the project root when under it."""
+    exists: bool
+
+
+class AttemptView(_Frozen):
+    """One attempt of a trial's correction loop (its lineage)."""
+
+    attempt: int
+    outcome: Outcome
+    failure_type: FailureType | None
+    reason: str
+    candidate_digest: str | None
+    infra_retries: int
+    feedback: bool
+    """This attempt was handed a feedback package."""
+
+
+class Evidence(_Frozen):
+    """What a reviewer needs to believe one trial's non-pass verdict."""
+
+    anchor: str
+    arm: ArmKey
+    case_id: str
+    trial: int
+    kind: EvidenceKind
+    outcome: Outcome
+    failure_type: FailureType | None
+    reason: str
+    bound: Bound | None
+    bound_phase: str | None
+    failing_tests: tuple[str, ...]
+    failed_checks: tuple[str, ...]
+    candidate_digest: str | None
+    excerpt: str | None
+    """Id of the verifier excerpt in :attr:`ReportData.excerpts`."""
+    agent_excerpt: str | None
+    """Id of the agent-phase excerpt (when the agent phase is what failed)."""
+    attempts: tuple[AttemptView, ...]
+    stop_reason: str
+    claim_status: str | None
+    claimed_success: bool | None
+    paths: tuple[PathRef, ...]
+
+
+class EvidenceGroup(_Frozen):
+    """The evidence of one case in one arm, of one kind."""
+
+    case_id: str
+    arm: ArmKey
+    anchor: str
+    trials: int
+    """All trials of the case in that arm."""
+    items: tuple[Evidence, ...]
+    failure_types: dict[str, int]
+
+
+class JudgmentCase(_Frozen):
+    """A judgment-lane case: run, listed, never scored."""
+
+    case_id: str
+    marks: tuple[Mark, ...]
+    claims: ClaimStats
+    candidates: tuple[str | None, ...]
+    """Candidate identity of each trial (for a human to judge)."""
+    records: tuple[PathRef, ...]
+
+
+class ReportData(_Frozen):
+    """Everything the reports show, derived from stored records only."""
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    generated_at: dt.datetime
+    verdict: str
+    headline: str
+    reasons: tuple[Reason, ...]
+    notes: tuple[str, ...]
+    release: ReleaseRecord
+    decision: Decision
+    arms: tuple[ArmView, ...]
+    cases: tuple[CaseView, ...]
+    failures: tuple[EvidenceGroup, ...]
+    """Candidate failures (``fail`` verdicts), per case and arm."""
+    infra_errors: tuple[EvidenceGroup, ...]
+    evaluator_errors: tuple[EvidenceGroup, ...]
+    judgment: tuple[JudgmentCase, ...]
+    excerpts: dict[str, str]
+    """Excerpt id → text, each distinct text once."""
+    project_root: str
+
+    def arm(self, key: ArmKey) -> ArmView | None:
+        """Return the arm with ``key``, or None when the run has no such arm."""
+        return next((a for a in self.arms if a.key == key), None)
+
+    @property
+    def has_baseline(self) -> bool:
+        """A baseline (re-executed or stored) was compared against."""
+        return self.decision.compared
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_KIND: dict[Outcome, EvidenceKind] = {
+    Outcome.FAIL: "fail",
+    Outcome.INFRA_ERROR: "infra_error",
+    Outcome.EVALUATOR_ERROR: "evaluator_error",
+}
+_JUDGED = (Outcome.PASS, Outcome.FAIL)
+
+
+class _Paths:
+    """Turns store locations into :class:`PathRef` (existence checked once per path)."""
+
+    def __init__(self, project: Project, store: Store, run_id: str) -> None:
+        self.root = project.root.resolve()
+        self.store = store
+        self.trials_dir = store.run_dir(run_id) / "trials"
+
+    def ref(self, label: str, path: Path) -> PathRef:
+        absolute = path if path.is_absolute() else (Path.cwd() / path)
+        try:
+            shown = str(absolute.relative_to(self.root))
+        except ValueError:
+            shown = str(absolute)
+        return PathRef(label=label, path=str(absolute), shown=shown, exists=absolute.exists())
+
+    def record(self, rec: RunRecord) -> PathRef:
+        return self.ref("run record", self.trials_dir / f"{rec.key.slug()}.json")
+
+    def blob(self, label: str, digest: str | None) -> PathRef | None:
+        return None if digest is None else self.ref(label, self.store.blob_path(digest))
+
+
+class _Excerpts:
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def add(self, text: str | None) -> str | None:
+        if not text:
+            return None
+        key = "x" + hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
+        self.texts.setdefault(key, text)
+        return key
+
+
+def _anchor(arm: str, index: int, trial: int | None = None) -> str:
+    return f"ev-{arm[0]}{index}" + ("" if trial is None else f"-t{trial}")
+
+
+def _runs(records: Sequence[RunRecord]) -> tuple[float, ...]:
+    by_trial: dict[int, list[Outcome]] = {}
+    for r in records:
+        if r.outcome in _JUDGED:
+            by_trial.setdefault(r.key.trial, []).append(r.outcome)
+    return tuple(
+        sum(o is Outcome.PASS for o in outs) / len(outs) for _, outs in sorted(by_trial.items())
+    )
+
+
+def _cost(records: Iterable[RunRecord]) -> ArmCost:
+    trials = attempts = with_usage = 0
+    agent = verifier = 0.0
+    usage: dict[str, float] = {}
+    for r in records:
+        trials += 1
+        used = False
+        for a in r.attempts:
+            attempts += 1
+            if a.agent is not None:
+                agent += a.agent.duration_s
+            if a.verifier is not None:
+                verifier += a.verifier.duration_s
+            if a.claim is not None and a.claim.usage:
+                used = True
+                for key, value in a.claim.usage.items():
+                    usage[key] = usage.get(key, 0.0) + float(value)
+        with_usage += used
+    return ArmCost(trials=trials, attempts=attempts, agent_seconds=agent,
+                   verifier_seconds=verifier, usage=dict(sorted(usage.items())),
+                   trials_with_usage=with_usage)  # fmt: skip
+
+
+def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
+    return tuple(
+        AttemptView(
+            attempt=a.attempt,
+            outcome=a.verdict.outcome,
+            failure_type=a.verdict.failure_type,
+            reason=a.verdict.reason,
+            candidate_digest=a.candidate_digest,
+            infra_retries=a.infra_retries,
+            feedback=a.feedback_blob is not None,
+        )
+        for a in rec.attempts
+    )
+
+
+def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
+              excerpts: _Excerpts) -> Evidence:  # fmt: skip
+    last = rec.attempts[-1]
+    bound, phase = None, None
+    for ph in (last.verifier, last.agent):
+        if ph is not None and ph.bound is not None:
+            bound, phase = ph.bound, ph.phase
+            break
+    agent_failed = last.agent is not None and (
+        last.verifier is None or last.agent.bound is not None
+        or rec.verdict.failure_type in (FailureType.AGENT_ERROR, FailureType.TIMEOUT)
+    )  # fmt: skip
+    refs = [paths.record(rec)]
+    for label, digest in (
+        ("verifier stdout", last.verifier.stdout_blob if last.verifier else None),
+        ("verifier stderr", last.verifier.stderr_blob if last.verifier else None),
+        ("agent stdout", last.agent.stdout_blob if last.agent else None),
+        ("agent stderr", last.agent.stderr_blob if last.agent else None),
+        ("candidate diff", last.diff_blob),
+        ("candidate tree", last.candidate_blob),
+        ("feedback given", last.feedback_blob),
+    ):
+        ref = paths.blob(label, digest)
+        if ref is not None:
+            refs.append(ref)
+    claim = last.claim
+    return Evidence(
+        anchor=anchor, arm=arm, case_id=rec.key.case_id, trial=rec.key.trial,
+        kind=_KIND[rec.outcome], outcome=rec.outcome, failure_type=rec.verdict.failure_type,
+        reason=rec.verdict.reason, bound=bound, bound_phase=phase,
+        failing_tests=rec.verdict.failing_tests,
+        failed_checks=tuple(f"{c.name}: {c.detail}" if c.detail else c.name
+                            for c in rec.verdict.checks if not c.ok),
+        candidate_digest=last.candidate_digest,
+        excerpt=excerpts.add(last.verifier.excerpt if last.verifier else None),
+        agent_excerpt=excerpts.add(last.agent.excerpt if last.agent and agent_failed else None),
+        attempts=_attempt_views(rec), stop_reason=rec.stop_reason,
+        claim_status=claim.status if claim else None,
+        claimed_success=claim.claimed_success if claim else None,
+        paths=tuple(refs),
+    )  # fmt: skip
+
+
+def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
+           regression: bool, improvement: bool, broken: bool) -> tuple[str, ...]:  # fmt: skip
+    flags = [name for name, on in (("regression", regression), ("improvement", improvement),
+                                   ("broken", broken), ("critical", critical)) if on]  # fmt: skip
+    sums = [v.summary for v in (view_c, view_b) if v is not None]
+    if any(s.label == "flaky" for s in sums):
+        flags.append("flaky")
+    if any(s.fails for s in sums):
+        flags.append("failing")
+    if any(s.infra_errors or s.evaluator_errors for s in sums):
+        flags.append("errors")
+    return tuple(flags)
+
+
+def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[RunRecord],
+              claims: ClaimStats | None) -> ArmCase:  # fmt: skip
+    return ArmCase(
+        summary=summary,
+        marks=marks,
+        claims=claims,
+        stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
+    )
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def build_report(project: Project, store: Store, run_id: str) -> ReportData:
+    """Read run ``run_id`` from ``store`` and reduce it to a :class:`ReportData`.
+
+    Raises:
+        StoreError: the run or one of its records is missing or corrupt.
+        InvalidRunError: the run's recorded policy cannot be checked any more.
+        ConfigError: the run's baseline cannot be loaded.
+
+    """
+    cached = _OnceStore(store)
+    decision = decide_run(project, cached, run_id)
+    return report_from_decision(project, store, decision, cached.trials(run_id))
+
+
+class _OnceStore(Store):
+    """A view of a store that reads each run's records once.
+
+    The gate and the report both need them; a large run has tens of thousands of files.
+    """
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store.root)
+        self._trials: dict[str, list[RunRecord]] = {}
+
+    def trials(self, run_id: str) -> list[RunRecord]:
+        """Every run record of a run, sorted by slug (read on first use)."""
+        if run_id not in self._trials:
+            self._trials[run_id] = super().trials(run_id)
+        return list(self._trials[run_id])
+
+
+def report_from_decision(project: Project, store: Store, rd: RunDecision,
+                         trials: Sequence[RunRecord]) -> ReportData:  # fmt: skip
+    """Build the report model from a decision and the run's records.
+
+    Nothing more is read from the store; blob and record paths are only checked to exist.
+    """
+    release = rd.release
+    dec = rd.decision
+    paths = _Paths(project, store, rd.run_id)
+    excerpts = _Excerpts()
+    judgment_ids = set(release.judgment_cases)
+    policy_critical = (release.policy or {}).get("critical_cases") or ()
+    critical = (
+        set(release.critical_cases) | {str(c) for c in policy_critical} | _policy_critical(dec)
+    )
+
+    by_arm: dict[ArmKey, dict[str, list[RunRecord]]] = {"candidate": {}, "baseline": {}}
+    for r in sorted(trials, key=lambda t: (t.key.case_id, t.key.trial)):
+        if r.key.case_id in judgment_ids:
+            continue
+        key: ArmKey = "candidate" if r.key.arm is Arm.CANDIDATE else "baseline"
+        by_arm[key].setdefault(r.key.case_id, []).append(r)
+
+    groups: dict[EvidenceKind, list[EvidenceGroup]] = {
+        "fail": [], "infra_error": [], "evaluator_error": []}  # fmt: skip
+    case_ids = sorted(
+        {c.case_id for c in dec.candidate.cases}
+        | {c.case_id for c in (dec.baseline.cases if dec.baseline else ())}
+        | ({r.case_id for r in dec.comparison.rows} if dec.comparison else set())
+    )
+    index = {cid: i for i, cid in enumerate(case_ids)}
+
+    def arm_views(arm: ArmKey, summaries: dict[str, CaseSummary]) -> dict[str, ArmCase]:
+        out: dict[str, ArmCase] = {}
+        recs_by_case = by_arm[arm]
+        claims = claim_stats_by_case(r for rs in recs_by_case.values() for r in rs)
+        for cid, summary in summaries.items():
+            recs = recs_by_case.get(cid, [])
+            marks: list[Mark] = []
+            pending: dict[EvidenceKind, list[Evidence]] = {}
+            for r in recs:
+                anchor = None
+                if r.outcome is not Outcome.PASS:
+                    anchor = _anchor(arm, index.get(cid, 0), r.key.trial)
+                    ev = _evidence(r, arm, anchor, paths, excerpts)
+                    pending.setdefault(ev.kind, []).append(ev)
+                marks.append(Mark(trial=r.key.trial, outcome=r.outcome,
+                                  failure_type=r.verdict.failure_type,
+                                  attempts=len(r.attempts), anchor=anchor))  # fmt: skip
+            for kind, items in pending.items():
+                types = Counter(e.failure_type.value if e.failure_type else e.kind for e in items)
+                groups[kind].append(EvidenceGroup(
+                    case_id=cid, arm=arm, anchor=f"{_anchor(arm, index.get(cid, 0))}-{kind}",
+                    trials=len(recs), items=tuple(items),
+                    failure_types=dict(sorted(types.items()))))  # fmt: skip
+            out[cid] = _arm_case(summary, tuple(marks), recs, claims.get(cid))
+        return out
+
+    cand = arm_views("candidate", {c.case_id: c for c in dec.candidate.cases})
+    base_re = (
+        arm_views("baseline", {c.case_id: c for c in dec.baseline.cases})
+        if dec.baseline is not None
+        else {}
+    )
+    rows = {r.case_id: r for r in dec.comparison.rows} if dec.comparison else {}
+    cases: list[CaseView] = []
+    for cid in case_ids:
+        row = rows.get(cid)
+        c_view = cand.get(cid)
+        b_view: ArmCase | None = base_re.get(cid)
+        source: Literal["re-executed", "stored"] | None = "re-executed" if b_view else None
+        if row is not None and row.baseline is not None and b_view is None:
+            b_view, source = ArmCase(summary=row.baseline), "stored"
+        is_crit = cid in critical
+        reg = bool(row and row.regression)
+        imp = bool(row and row.improvement)
+        brk = bool(row and row.broken)
+        cases.append(CaseView(
+            case_id=cid, critical=is_crit, compared=bool(row and row.compared),
+            regression=reg, improvement=imp, broken=brk,
+            delta_pass_rate=row.delta_pass_rate if row else None,
+            delta_pass_hat_k=row.delta_pass_hat_k if row else None,
+            p_diagnostic=row.p_diagnostic if row else None,
+            candidate=c_view, baseline=b_view, baseline_source=source,
+            flags=_flags(c_view, b_view, is_crit, reg, imp, brk)))  # fmt: skip
+
+    arms: list[ArmView] = [_arm_view("candidate", _title("candidate", release.release),
+                                     release.release, dec.candidate, by_arm["candidate"],
+                                     trials, Arm.CANDIDATE)]  # fmt: skip
+    if dec.baseline is not None:
+        arms.append(_arm_view("baseline", _title("baseline re-executed", release.baseline),
+                              release.baseline or "", dec.baseline, by_arm["baseline"],
+                              trials, Arm.BASELINE))  # fmt: skip
+    if dec.stored_baseline is not None:
+        arms.append(
+            ArmView(
+                key="stored",
+                title=_title("baseline stored", release.baseline),
+                release=release.baseline or "",
+                summary=dec.stored_baseline,
+            )
+        )
+
+    judgment: list[JudgmentCase] = []
+    for cid, recs in sorted(rd.judgment.items()):
+        recs = sorted(recs, key=lambda r: r.key.trial)
+        judgment.append(JudgmentCase(
+            case_id=cid,
+            marks=tuple(Mark(trial=r.key.trial, outcome=r.outcome,
+                             failure_type=r.verdict.failure_type,
+                             attempts=len(r.attempts)) for r in recs),
+            claims=claim_stats(recs),
+            candidates=tuple(r.attempts[-1].candidate_digest for r in recs),
+            records=tuple(paths.record(r) for r in recs)))  # fmt: skip
+
+    def ordered(kind: EvidenceKind) -> tuple[EvidenceGroup, ...]:
+        return tuple(sorted(groups[kind], key=lambda g: (g.arm != "candidate", g.case_id)))
+
+    return ReportData(
+        run_id=rd.run_id, generated_at=dt.datetime.now(dt.UTC), verdict=rd.verdict,
+        headline=rd.headline, reasons=dec.reasons, notes=rd.notes, release=release,
+        decision=dec, arms=tuple(arms), cases=tuple(cases), failures=ordered("fail"),
+        infra_errors=ordered("infra_error"), evaluator_errors=ordered("evaluator_error"),
+        judgment=tuple(judgment), excerpts=excerpts.texts, project_root=str(paths.root),
+    )  # fmt: skip
+
+
+def _title(role: str, release: str | None) -> str:
+    return role if not release or release == role else f"{role} · {release}"
+
+
+def _policy_critical(dec: Decision) -> set[str]:
+    return {str(r.data["case_id"]) for r in dec.reasons
+            if r.code == "critical_case_broken" and "case_id" in r.data}  # fmt: skip
+
+
+def _arm_view(key: ArmKey, title: str, release: str, summary: ArmSummary,
+              by_case: dict[str, list[RunRecord]], trials: Sequence[RunRecord],
+              arm: Arm) -> ArmView:  # fmt: skip
+    scored = [r for rs in by_case.values() for r in rs]
+    everything = [r for r in trials if r.key.arm is arm]
+    return ArmView(
+        key=key, title=title, release=release, summary=summary,
+        claims=claim_stats(scored), cost=_cost(everything),
+        attempts_used=dict(sorted(Counter(len(r.attempts) for r in scored).items())),
+        stop_reasons=dict(sorted(Counter(r.stop_reason for r in scored).items())),
+        runs=_runs(scored),
+    )  # fmt: skip

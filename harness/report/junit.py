@@ -1,0 +1,155 @@
+"""JUnit XML for CI: one ``<testsuite>`` per arm, one ``<testcase>`` per case.
+
+A case's testcase is
+
+* ``<failure>`` when any of its trials in that arm failed (the candidate's fault); the
+  message carries the reasons: how many trials failed with which failure types, the
+  regression against the baseline, critical-case status, and the first failing tests;
+* ``<error>`` when none failed but some trials were infra or evaluator errors (the
+  environment or the verifier broke: neither credited nor blamed);
+* ``<skipped>`` for a case without any trial in that arm, a baseline case that was not
+  re-executed (stored results used), and judgment-lane cases (run, never scored);
+* passed otherwise.
+
+The gate's verdict and reasons are ``<properties>`` of every suite, so a CI viewer that
+only reads JUnit still sees why the run passed or failed. Built with ElementTree, which
+escapes every text and attribute.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from harness.report.data import ArmCase, CaseView, ReportData
+
+__all__ = ["render_junit"]
+
+# Characters XML 1.0 cannot carry at all (control characters, lone surrogates, U+FFFE/F).
+_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    """Replace what XML cannot carry with U+FFFD, so any record text yields valid XML."""
+    return _ILLEGAL.sub("\ufffd", text)
+
+
+def _rate(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
+    s = ac.summary
+    types: dict[str, int] = {}
+    for m in ac.marks:
+        if m.failure_type is not None and m.outcome.value == "fail":
+            types[m.failure_type.value] = types.get(m.failure_type.value, 0) + 1
+    parts = [
+        f"{s.fails} of {s.n} judged trials failed"
+        + (f" ({', '.join(f'{t} x{n}' for t, n in sorted(types.items()))})" if types else "")
+    ]
+    if s.infra_errors or s.evaluator_errors:
+        parts.append(f"{s.infra_errors} infra / {s.evaluator_errors} evaluator errors")
+    parts.append(f"pass rate {_rate(s.pass_rate)}, pass^{s.k} {_rate(s.pass_hat_k)}")
+    if arm == "candidate":
+        if c.broken:
+            parts.append("BROKEN: all-pass in the baseline, all-fail in the candidate")
+        elif c.regression:
+            parts.append("REGRESSION: all-pass in the baseline, not all-pass in the candidate")
+        if c.delta_pass_rate is not None:
+            parts.append(f"delta pass rate {c.delta_pass_rate:+.2f} vs baseline")
+    if c.critical:
+        parts.append("critical case")
+    return "; ".join(parts)
+
+
+def _details(data: ReportData, case_id: str, arm: str) -> str:
+    lines: list[str] = []
+    for groups in (data.failures, data.infra_errors, data.evaluator_errors):
+        for g in groups:
+            if g.case_id != case_id or g.arm != arm:
+                continue
+            for ev in g.items:
+                ft = f" ({ev.failure_type.value})" if ev.failure_type else ""
+                lines.append(f"trial {ev.trial}: {ev.outcome.value}{ft}: {ev.reason}")
+                if ev.failing_tests:
+                    lines.append("  failing tests: " + ", ".join(ev.failing_tests[:10]))
+                if ev.bound is not None:
+                    lines.append(f"  bound fired: {ev.bound.kind.value} (limit {ev.bound.limit:g})")
+                lines.append(f"  record: {ev.paths[0].shown}")
+    return "\n".join(lines)
+
+
+def render_junit(data: ReportData) -> bytes:
+    """Render the JUnit XML document for ``data`` (UTF-8 bytes, XML declaration)."""
+    root = ET.Element("testsuites", name=f"harness {data.run_id}")
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    arms = [("candidate", data.release.release)]
+    if data.arm("baseline") is not None:
+        arms.append(("baseline", data.release.baseline or "baseline"))
+    for arm, release in arms:
+        suite = ET.SubElement(root, "testsuite", name=f"{arm}: {release}")
+        props = ET.SubElement(suite, "properties")
+        for name, value in (
+            ("verdict", data.verdict), ("run_id", data.run_id), ("release", release),
+            ("system_digest", data.release.system_digest),
+            ("policy_digest", data.decision.policy_digest), ("k", str(data.release.k)),
+            *((f"reason.{i}", f"[{r.severity}] {r.message}") for i, r in
+              enumerate(data.reasons, 1)),
+        ):  # fmt: skip
+            ET.SubElement(props, "property", name=name, value=value)
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        seconds = 0.0
+        for c in data.cases:
+            ac = c.candidate if arm == "candidate" else c.baseline
+            tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id)
+            counts["tests"] += 1
+            if ac is None or ac.summary.trials == 0:
+                ET.SubElement(tc, "skipped", message=f"no trials of this case in the {arm}")
+                counts["skipped"] += 1
+                continue
+            if arm == "baseline" and c.baseline_source == "stored":
+                ET.SubElement(tc, "skipped", message="not re-executed in this run: the "
+                              "comparison used the stored baseline results")  # fmt: skip
+                counts["skipped"] += 1
+                continue
+            s = ac.summary
+            if s.fails:
+                el = ET.SubElement(tc, "failure", message=_fail_message(c, ac, arm), type="fail")
+                el.text = _details(data, c.case_id, arm)
+                counts["failures"] += 1
+            elif s.infra_errors or s.evaluator_errors:
+                kind = "infra_error" if s.infra_errors else "evaluator_error"
+                el = ET.SubElement(tc, "error", type=kind, message=(
+                    f"{s.infra_errors} infra / {s.evaluator_errors} evaluator errors in "
+                    f"{s.trials} trials: not judged, neither credited nor blamed"))  # fmt: skip
+                el.text = _details(data, c.case_id, arm)
+                counts["errors"] += 1
+            out = ET.SubElement(tc, "system-out")
+            out.text = (f"{s.passes}/{s.n} judged trials passed; pass rate {_rate(s.pass_rate)}; "
+                        f"pass^{s.k} {_rate(s.pass_hat_k)}; pass@{s.k} {_rate(s.pass_at_k)}; "
+                        f"label {s.label}")  # fmt: skip
+        if arm == "candidate":
+            for j in data.judgment:
+                tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id)
+                ET.SubElement(tc, "skipped", message=(
+                    f"judgment lane: {len(j.marks)} trials run, never scored"))  # fmt: skip
+                counts["tests"] += 1
+                counts["skipped"] += 1
+        view = data.arm(arm)  # type: ignore[arg-type]
+        if view is not None and view.cost is not None:
+            seconds = view.cost.agent_seconds + view.cost.verifier_seconds
+        for key, count in counts.items():
+            suite.set(key, str(count))
+            totals[key] += count
+        suite.set("time", f"{seconds:.3f}")
+    for key, count in totals.items():
+        root.set(key, str(count))
+    for el in root.iter():
+        if el.text:
+            el.text = _clean(el.text)
+        for key, value in el.attrib.items():
+            el.set(key, _clean(value))
+    ET.indent(root)
+    body: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return body + b"\n"

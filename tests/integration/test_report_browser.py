@@ -1,0 +1,167 @@
+"""The HTML report opened in a real headless Chromium (Debian's, driven by Playwright).
+
+No browser is ever downloaded: the distribution's ``/usr/bin/chromium`` is used. Without
+it the test is skipped, or FAILS when ``HARNESS_REQUIRE_BROWSER=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_report import XSS, make_run
+
+from harness.report import write_html_report
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+CANDIDATE = {
+    "csv-quote-escape": "PPPPP",
+    "csv-trailing-field": "PPPFP",  # regression
+    "date-parse-iso": "PFPFP",  # flaky both arms
+    "json-report-artifact": "WWWWW",  # broken, critical, confident wrong
+    "config-nested": "RRPPP",  # fixed by correction attempts
+    "cli-help-text": "PPPIP",  # infra error
+    "bool-on-off": "PPPPP",  # improvement
+    "delete-test-refusal": "AAPAA",  # abstains
+    "slow-import": "TPPPP",  # timeout, a bound fired
+    "unicode-header": "PPEPP",  # evaluator error
+    "xss-output": "FPPPP",  # verifier output with <script>
+    "join-minimal": "PPPPP",
+}
+BASELINE = {
+    "csv-quote-escape": "PPPPP",
+    "csv-trailing-field": "PPPPP",
+    "date-parse-iso": "PPFPF",
+    "json-report-artifact": "PPPPP",
+    "config-nested": "PPFPP",
+    "cli-help-text": "PPPPP",
+    "bool-on-off": "FFPFF",
+    "delete-test-refusal": "FFPFF",
+    "slow-import": "PPPPP",
+    "unicode-header": "PPPPP",
+    "xss-output": "PPPPF",
+    "join-minimal": "PPPPP",
+}
+
+
+def _chromium() -> Any:
+    reason = ""
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} not found (apt-get install chromium, or ci/system-deps.sh)"
+    else:
+        try:
+            from playwright.sync_api import sync_playwright
+        except ImportError:
+            reason = "the playwright Python package is not installed"
+        else:
+            return sync_playwright
+    if os.environ.get("HARNESS_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"HARNESS_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+def _column(page: Any, index: int) -> list[str]:
+    return page.eval_on_selector_all(
+        "#cases tbody tr:not([hidden])",
+        f"rows => rows.map(r => r.cells[{index}].getAttribute('data-v'))",
+    )
+
+
+def test_report_opens_sorts_filters_and_shows_evidence_as_text(tmp_path: Path) -> None:
+    sync_playwright = _chromium()
+    project, store, run_id = make_run(
+        tmp_path / "proj",
+        CANDIDATE,
+        BASELINE,
+        judgment={"readme-wording": "PPFPP"},
+        critical=("json-report-artifact",),
+        excerpts={"xss-output": XSS},
+    )
+    path = write_html_report(project, store, run_id)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            problems: list[str] = []
+            requests: list[str] = []
+            page.on(
+                "console",
+                lambda m: (
+                    problems.append(f"console {m.type}: {m.text}")
+                    if m.type in ("error", "warning")
+                    else None
+                ),
+            )
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("dialog", lambda d: (problems.append(f"dialog: {d.message}"), d.dismiss()))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(path.as_uri())
+
+            # The banner and the table are there.
+            banner = page.locator("#decision")
+            assert banner.is_visible()
+            verdict = banner.get_attribute("data-verdict")
+            assert verdict in ("pass", "warn", "fail", "blocked")
+            assert page.locator("#decision .verdict").inner_text() == verdict.upper()
+            assert page.locator("#cases tbody tr").count() == len(CANDIDATE)
+            page.screenshot(path=str(ARTIFACTS / "report-top.png"))
+            page.screenshot(path=str(ARTIFACTS / "report-full.png"), full_page=True)
+            page.locator("#per-case").screenshot(path=str(ARTIFACTS / "report-table.png"))
+
+            # Sorting: the candidate pass-rate column, ascending then descending.
+            header = page.locator("#cases thead th").nth(3)
+            assert header.inner_text().strip() == "pass rate"
+            header.click()
+            up = [float(v) for v in _column(page, 3)]
+            assert up == sorted(up) and up[0] == 0.0
+            header.click()
+            down = [float(v) for v in _column(page, 3)]
+            assert down == sorted(down, reverse=True) and down[0] == 1.0
+            page.locator("#cases thead th").nth(0).click()
+            assert _column(page, 0) == sorted(CANDIDATE)
+
+            # Filtering: by flag, then by text.
+            page.select_option("#f", "regression")
+            shown = _column(page, 0)
+            # All-pass in the baseline, not all-pass in the candidate (errors are not fails).
+            assert set(shown) == {"csv-trailing-field", "json-report-artifact", "slow-import"}
+            assert page.locator("#shown").inner_text() == f"{len(shown)} of {len(CANDIDATE)} cases"
+            page.select_option("#f", "critical")
+            assert _column(page, 0) == ["json-report-artifact"]
+            page.select_option("#f", "")
+            page.fill("#q", "csv")
+            assert _column(page, 0) == ["csv-quote-escape", "csv-trailing-field"]
+            page.fill("#q", "")
+            assert len(_column(page, 0)) == len(CANDIDATE)
+
+            # Evidence: the failing mark opens its trial; verifier output is text.
+            page.locator("#cases tr", has_text="xss-output").locator("a.m.f").first.click()
+            excerpt = page.locator(".ev:target pre.excerpt").first
+            excerpt.wait_for(state="visible")
+            assert excerpt.inner_text() == XSS.strip() or excerpt.text_content() == XSS
+            assert page.evaluate("window.__xss") is None
+            assert page.locator(".ev:target img").count() == 0
+            page.screenshot(path=str(ARTIFACTS / "report-evidence.png"))
+
+            assert problems == []
+            assert all(re.match(r"^(file|data|about):", u) for u in requests), requests
+        finally:
+            browser.close()

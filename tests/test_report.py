@@ -1,0 +1,614 @@
+"""Release reports on hand-built stored runs (no sandbox): HTML, JUnit, Markdown, JSON.
+
+``make_run`` writes a project, a promoted baseline and a gated run straight into a
+store; the browser test and ``bench/report_speed.py`` reuse it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+from harness.baseline import BaselineFile
+from harness.decision import decide_run
+from harness.errors import ConfigError, StoreError
+from harness.policy import load_policy
+from harness.project import Project, load_project
+from harness.records import (
+    AgentClaim,
+    Arm,
+    AttemptRecord,
+    CheckResult,
+    FailureType,
+    Outcome,
+    PhaseRecord,
+    ReleaseRecord,
+    RunRecord,
+    TrialKey,
+    Verdict,
+)
+from harness.report import (
+    build_report,
+    render_html,
+    render_junit,
+    write_html_report,
+    write_reports,
+)
+from harness.report.html import delta_plot, distribution_plot
+from harness.report.markdown import _esc
+from harness.sandbox.base import Bound, Termination
+from harness.store import Store
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+PROJECT_YAML = """\
+task_set: golden
+policy: policy.yaml
+releases:
+  cand:
+    agent: {adapter: simulated}
+    components: {model: demo-model@2, prompt_version: p2, tools: [read_file]}
+  prod:
+    agent: {adapter: simulated}
+    components: {model: demo-model@1, prompt_version: p1}
+"""
+POLICY_YAML = """\
+version: "t1"
+infra_errors: {warn_above: 0.0, block_above: 0.5}
+"""
+DEFAULT_EXCERPT = (
+    "FAILED tests/test_x.py::test_y - AssertionError: assert 41 == 42\n1 failed in 0.1s"
+)
+
+# One letter per trial: P pass, F test failure, T timeout (a bound fired), A abstained,
+# W claimed success but failed (confident wrong), R fixed on the second attempt,
+# I infra error, E evaluator error.
+CODES = "PFTAWRIE"
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _record(
+    store: Store,
+    arm: Arm,
+    release: str,
+    case_id: str,
+    trial: int,
+    code: str,
+    excerpt: str,
+    blobs: dict[str, str],
+) -> RunRecord:
+    outcome = {
+        "P": Outcome.PASS,
+        "R": Outcome.PASS,
+        "I": Outcome.INFRA_ERROR,
+        "E": Outcome.EVALUATOR_ERROR,
+    }.get(code, Outcome.FAIL)
+    ftype = {
+        "F": FailureType.TEST_FAILURE,
+        "W": FailureType.TEST_FAILURE,
+        "T": FailureType.TIMEOUT,
+        "A": FailureType.ABSTAINED,
+    }.get(code)
+    if excerpt not in blobs:
+        blobs[excerpt] = store.put_blob(excerpt.encode())
+    bound = Bound(kind=Termination.WALL_CLOCK, limit=30, observed=30.4) if code == "T" else None
+    verifier = PhaseRecord(
+        phase="verifier",
+        argv=("pytest", "-q"),
+        exit_code=None if bound else (0 if outcome is Outcome.PASS else 1),
+        termination=Termination.WALL_CLOCK if bound else Termination.EXIT,
+        bound=bound,
+        duration_s=2.0,
+        stdout_blob=None if outcome is Outcome.PASS else blobs[excerpt],
+        excerpt="" if outcome is Outcome.PASS else excerpt,
+    )
+    agent = PhaseRecord(
+        phase="agent", argv=("agent",), exit_code=0, termination=Termination.EXIT, duration_s=5.0
+    )
+    status = "abstained" if code == "A" else "submitted"
+    claim = AgentClaim(
+        status=status,
+        claimed_success=code in "PRW",
+        usage={"input_tokens": 1000, "output_tokens": 250, "cost_usd": 0.02},
+    )
+    failing = ("tests/test_x.py::test_y",) if code in "FW" else ()
+    verdict = Verdict(
+        outcome=outcome,
+        failure_type=ftype,
+        reason={
+            "P": "verifier passed",
+            "R": "verifier passed",
+            "I": "sandbox vanished",
+            "E": "verifier command not found",
+        }.get(code, "1 required test failed"),
+        checks=(CheckResult(name="exit_status", ok=outcome is Outcome.PASS, detail="expected 0"),),
+        failing_tests=failing,
+    )
+    attempts = [
+        AttemptRecord(
+            attempt=1,
+            candidate_digest=_digest(f"{case_id}{trial}{code}"),
+            agent=agent,
+            verifier=verifier,
+            claim=claim,
+            verdict=verdict,
+        )
+    ]
+    stop = (
+        "passed"
+        if outcome is Outcome.PASS
+        else {"I": "infra_error", "E": "evaluator_error", "A": "abstained"}.get(
+            code, "single_attempt"
+        )
+    )
+    if code == "R":
+        first = Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.TEST_FAILURE,
+            reason="1 required test failed",
+            failing_tests=("tests/test_x.py::test_y",),
+        )
+        attempts = [
+            AttemptRecord(
+                attempt=1,
+                agent=agent,
+                verifier=verifier,
+                claim=claim,
+                verdict=first,
+                candidate_digest=_digest(f"{case_id}{trial}first"),
+            ),
+            attempts[0].model_copy(update={"attempt": 2, "feedback_blob": blobs[excerpt]}),
+        ]
+    return RunRecord(
+        key=TrialKey(arm=arm, release=release, case_id=case_id, case_version=1, trial=trial),
+        case_digest=_digest(case_id),
+        system_digest=_digest(release),
+        backend="local",
+        attempts=tuple(attempts),
+        verdict=verdict,
+        stop_reason=stop,
+        started_at=NOW,
+        finished_at=NOW,
+        harness_version="0.1.0",
+    )
+
+
+def make_run(
+    root: Path,
+    candidate: Mapping[str, str],
+    baseline: Mapping[str, str] | None = None,
+    *,
+    stored: Mapping[str, str] | None = None,
+    judgment: Mapping[str, str] | None = None,
+    critical: Sequence[str] = (),
+    excerpts: Mapping[str, str] | None = None,
+    reexecute: bool = True,
+) -> tuple[Project, Store, str]:
+    """Write a project with a gated run: per case, one letter per trial (see CODES)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "harness.yaml").write_text(PROJECT_YAML)
+    (root / "policy.yaml").write_text(POLICY_YAML)
+    project = load_project(root)
+    store = Store(project.store_dir)
+    pol = load_policy(root / "policy.yaml")
+    judgment = dict(judgment or {})
+    excerpts = dict(excerpts or {})
+    k = max(len(v) for v in [*candidate.values(), *(baseline or {}).values()])
+    all_cases = sorted({*candidate, *(baseline or {}), *judgment})
+    blobs: dict[str, str] = {}
+
+    def release_record(run_id: str, release: str, base: str | None) -> ReleaseRecord:
+        return ReleaseRecord(
+            run_id=run_id,
+            release=release,
+            system_digest=_digest(release),
+            system=project.system_definition(release, _digest("tasks"), "0.1.0"),
+            task_set="golden",
+            task_set_digest=_digest("tasks"),
+            cases={c: _digest(c) for c in all_cases},
+            judgment_cases=tuple(sorted(judgment)),
+            critical_cases=tuple(critical),
+            k=k,
+            backend="local",
+            baseline=base,
+            baseline_system_digest=_digest(base) if base else None,
+            policy_digest=pol.digest,
+            policy=pol.policy.model_dump(mode="json"),
+            policy_file_digest=pol.file_digest,
+            created_at=NOW,
+            harness_version="0.1.0",
+        )
+
+    def write(path: Path, rec: RunRecord) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / f"{rec.key.slug()}.json").write_text(rec.model_dump_json())
+
+    def trials(arm: Arm, release: str, spec: Mapping[str, str]) -> list[RunRecord]:
+        return [
+            _record(store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs)
+            for cid, codes in spec.items()
+            for t, code in enumerate(codes)
+        ]
+
+    if baseline is not None:
+        bl_dir = project.baselines_dir / "prod"
+        bl_dir.mkdir(parents=True, exist_ok=True)
+        bf = BaselineFile(
+            name="prod", promoted_at=NOW, release=release_record("prod-run", "prod", None)
+        )
+        (bl_dir / "baseline.json").write_text(bf.model_dump_json())
+        for rec in trials(Arm.CANDIDATE, "prod", stored if stored is not None else baseline):
+            write(bl_dir / "records", rec)
+    run_id = "cand-run"
+    run_dir = store.run_dir(run_id)
+    run_dir.mkdir(parents=True)
+    (run_dir / "release.json").write_text(
+        release_record(run_id, "cand", "prod" if baseline is not None else None).model_dump_json()
+    )
+    (run_dir / "validity.json").write_text(json.dumps({"valid": True, "reasons": []}))
+    recs = trials(Arm.CANDIDATE, "cand", {**candidate, **judgment})
+    if baseline is not None and reexecute:
+        recs += trials(Arm.BASELINE, "prod", baseline)
+    for rec in recs:
+        write(run_dir / "trials", rec)
+    return project, store, run_id
+
+
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss=2"> & </pre>'
+MIXED = {
+    "alpha": "PPPP",  # stable pass both arms
+    "bravo": "PFPP",  # regression (baseline all-pass)
+    "charlie": "WWWW",  # broken, critical, confident wrong
+    "delta": "PPPI",  # infra error, otherwise passes
+    "echo": "PPEP",  # evaluator error
+    "foxtrot": "RRPP",  # fixed on the second attempt twice
+    "golf": "ATFF",  # abstained, timeout with a bound, failures
+}
+MIXED_BASE = {
+    "alpha": "PPPP",
+    "bravo": "PPPP",
+    "charlie": "PPPP",
+    "delta": "PPPP",
+    "echo": "PPPP",
+    "foxtrot": "PPPF",
+    "golf": "FFFF",
+}
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> tuple[Project, Store, str]:
+    return make_run(
+        tmp_path / "proj",
+        MIXED,
+        MIXED_BASE,
+        judgment={"hotel": "PPFP"},
+        critical=("charlie",),
+        excerpts={"golf": XSS},
+    )
+
+
+# ------------------------------------------------------------------------------ HTML
+
+
+def test_html_report_is_one_self_contained_file_with_the_decision(mixed):
+    project, store, run_id = mixed
+    path = write_html_report(project, store, run_id)
+    assert path == project.reports_dir / run_id / "index.html"
+    html = path.read_text()
+    decision = decide_run(project, store, run_id)
+    assert f'data-verdict="{decision.verdict}"' in html
+    rel = store.release(run_id)
+    for fact in (
+        rel.system_digest,
+        rel.task_set_digest,
+        decision.decision.policy_digest,
+        "2026-03-01 12:00:00 UTC",
+        "demo-model@2",
+    ):
+        assert fact in html
+    for reason in decision.decision.reasons:
+        assert reason.code in html
+    # No network: nothing is loaded from anywhere, only inline CSS/JS, data: icon.
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
+    assert '<link rel="stylesheet"' not in html and "<script src" not in html
+    assert "default-src 'none'" in html
+
+
+def test_script_in_verifier_output_and_reasons_is_text_never_markup(tmp_path):
+    nasty_reason = "<script>alert('reason')</script>"
+    project, store, run_id = make_run(tmp_path / "p", {"a": "FP"}, excerpts={"a": XSS})
+    data = build_report(project, store, run_id)
+    items = [e for g in data.failures for e in g.items]
+    data = data.model_copy(update={"notes": (nasty_reason,)})
+    html = render_html(data, tmp_path)
+    assert "<script>window.__xss" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;alert(&#39;reason&#39;)&lt;/script&gt;" in html
+    # The excerpt travels as JSON that cannot close its <script> element …
+    block = html.split('<script type="application/json" id="excerpts">', 1)[1].split(
+        "</script>", 1
+    )[0]
+    assert "<" not in block
+    # … and decodes back to exactly what the verifier printed.
+    assert json.loads(block)[items[0].excerpt] == XSS
+    # Only the report's own script runs: its hash is the only script source allowed.
+    assert html.count("<script>") == 1
+
+
+def test_per_case_table_marks_every_trial_and_links_failures_to_evidence(mixed):
+    project, store, run_id = mixed
+    html = render_html(build_report(project, store, run_id), project.reports_dir / run_id)
+    rows = re.findall(r'<tr id="case-\d+" class="([^"]*)" data-flags="([^"]*)"', html)
+    assert len(rows) == len(MIXED)
+    by_case = dict(zip(sorted(MIXED), rows, strict=True))
+    assert "regression" in by_case["bravo"][0]
+    assert "regression" not in by_case["alpha"][0]
+    assert "critical" in by_case["charlie"][1] and "broken" in by_case["charlie"][1]
+    assert "errors" in by_case["delta"][1]
+    # One mark per trial per arm; judgment lane marks are listed apart.
+    table = html.split('<table id="cases">', 1)[1].split("</table>", 1)[0]
+    trials = sum(len(v) for v in MIXED.values()) + sum(len(v) for v in MIXED_BASE.values())
+    assert len(re.findall(r'class="m [pfie]', table)) == trials
+    # Every non-pass mark links to an evidence item that exists.
+    anchors = re.findall(r'<a class="m [fie][^"]*" href="#([^"]+)"', table)
+    assert len(anchors) == sum(
+        c not in "PR" for v in [*MIXED.values(), *MIXED_BASE.values()] for c in v
+    )
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    assert set(anchors) <= ids
+    assert "hotel" not in table and "hotel" in html.split('id="judgment"', 1)[1]
+
+
+def test_evidence_keeps_failures_infra_and_evaluator_errors_apart(mixed):
+    project, store, run_id = mixed
+    data = build_report(project, store, run_id)
+    fails = [e for g in data.failures for e in g.items]
+    infra = [e for g in data.infra_errors for e in g.items]
+    evaluator = [e for g in data.evaluator_errors for e in g.items]
+    assert {e.outcome for e in fails} == {Outcome.FAIL}
+    assert [(e.case_id, e.trial) for e in infra] == [("delta", 3)]
+    assert [(e.case_id, e.trial) for e in evaluator] == [("echo", 2)]
+    timeout = next(e for e in fails if e.case_id == "golf" and e.trial == 1)
+    assert timeout.bound is not None and timeout.bound.kind is Termination.WALL_CLOCK
+    assert timeout.bound_phase == "verifier"
+    wrong = next(e for e in fails if e.case_id == "charlie")
+    assert wrong.failing_tests == ("tests/test_x.py::test_y",) and wrong.claimed_success
+    assert wrong.candidate_digest and wrong.paths[0].label == "run record" and wrong.paths[0].exists
+    assert wrong.paths[0].shown.startswith(".harness/runs/cand-run/trials/")
+    assert any(p.label == "verifier stdout" and p.exists for p in wrong.paths)
+    assert "hotel" not in {c.case_id for c in data.cases}
+    assert [j.case_id for j in data.judgment] == ["hotel"]
+
+
+def test_attempts_lineage_and_claim_metrics_per_arm_and_case(mixed):
+    project, store, run_id = mixed
+    data = build_report(project, store, run_id)
+    cand = data.arm("candidate")
+    assert cand is not None and cand.claims is not None
+    n = sum(len(v) for v in MIXED.values())
+    assert cand.attempts_used == {1: n - 2, 2: 2}
+    assert cand.stop_reasons["abstained"] == 1 and cand.stop_reasons["infra_error"] == 1
+    # Claimed success: P, R and W trials. Verified: P/R pass, W fail; infra/eval stay out.
+    claimed_pass = sum(c in "PR" for v in MIXED.values() for c in v)
+    assert cand.claims.claim_verified_fail == 4
+    assert cand.claims.claim_match_rate == pytest.approx(claimed_pass / (claimed_pass + 4))
+    assert cand.claims.confident_wrong == 4
+    assert cand.claims.abstained == 1
+    foxtrot = next(c for c in data.cases if c.case_id == "foxtrot")
+    assert foxtrot.candidate is not None and foxtrot.candidate.claims is not None
+    assert foxtrot.candidate.claims.attempts_used == pytest.approx(1.5)
+    assert [m.attempts for m in foxtrot.candidate.marks] == [2, 2, 1, 1]
+
+
+def test_cost_sums_agent_and_verifier_time_and_reported_usage(mixed):
+    project, store, run_id = mixed
+    data = build_report(project, store, run_id)
+    cand = data.arm("candidate")
+    assert cand is not None and cand.cost is not None
+    trials = sum(len(v) for v in MIXED.values()) + len("PPFP")  # judgment lane costs too
+    attempts = trials + 2
+    assert cand.cost.trials == trials and cand.cost.attempts == attempts
+    assert cand.cost.agent_seconds == pytest.approx(5.0 * attempts)
+    assert cand.cost.verifier_seconds == pytest.approx(2.0 * attempts)
+    assert cand.cost.usage == pytest.approx(
+        {
+            "cost_usd": 0.02 * attempts,
+            "input_tokens": 1000 * attempts,
+            "output_tokens": 250 * attempts,
+        }
+    )
+
+
+def test_plots_have_one_bar_per_compared_case_and_count_every_case(mixed):
+    project, store, run_id = mixed
+    data = build_report(project, store, run_id)
+    delta = delta_plot(data.cases)
+    assert delta is not None
+    bars = [s for s in delta.shapes if s.kind == "rect"]
+    assert len(bars) == sum(c.delta_pass_rate is not None for c in data.cases)
+    assert sum("reg" in b.cls.split() for b in bars) == sum(c.regression for c in data.cases)
+    dist = distribution_plot(data.arms)
+    for arm in data.arms:
+        n = sum(
+            int(s.title.split(": ")[1].split()[0])
+            for s in dist.shapes
+            if s.kind == "rect" and s.title.startswith(arm.title + ":")
+        )
+        assert n == arm.summary.cases_with_data
+
+
+def test_large_runs_render_marks_compactly_without_per_trial_svg(tmp_path):
+    spec = {f"case-{i:03d}": "PPFPPPIPPP" for i in range(60)}
+    project, store, run_id = make_run(tmp_path / "p", spec, spec)
+    html = render_html(build_report(project, store, run_id), tmp_path)
+    assert html.count("<svg") == 4
+    table = html.split('<table id="cases">', 1)[1].split("</table>", 1)[0]
+    marks = re.findall(r'<(?:i|a) class="m [pfie][^>]*></(?:i|a)>', table)
+    assert len(marks) == 60 * 10 * 2
+    assert max(len(m) for m in marks) < 120
+
+
+def test_report_without_baseline_says_no_comparison_was_made(tmp_path):
+    project, store, run_id = make_run(tmp_path / "p", {"a": "PPF", "b": "PPP"})
+    paths = write_reports(
+        project, store, run_id, junit=tmp_path / "j.xml", summary=None, json_path=None
+    )
+    html = paths[0].read_text()
+    assert "No comparison was made" in html
+    assert "baseline trials" not in html
+    suites = list(JUnitXml.fromfile(str(paths[1])))
+    assert [s.name for s in suites] == ["candidate: cand"]
+
+
+# ------------------------------------------------------------------------------ JUnit / MD / JSON
+
+
+def test_junit_has_one_suite_per_arm_and_infra_errors_as_errors(mixed, tmp_path):
+    project, store, run_id = mixed
+    out = write_reports(
+        project, store, run_id, junit=tmp_path / "ci" / "junit.xml", summary=None, json_path=None
+    )
+    xml = JUnitXml.fromfile(str(out[1]))
+    suites = {s.name: s for s in xml}
+    assert list(suites) == ["candidate: cand", "baseline: prod"]
+    cand, base = suites["candidate: cand"], suites["baseline: prod"]
+    # candidate: bravo, charlie, golf fail; delta (infra) and echo (evaluator) error;
+    # hotel (judgment lane) skipped; alpha and foxtrot pass.
+    assert (cand.tests, cand.failures, cand.errors, cand.skipped) == (8, 3, 2, 1)
+    assert (base.tests, base.failures, base.errors, base.skipped) == (7, 2, 0, 0)
+    results = {c.name: c.result for c in cand}
+    assert isinstance(results["delta"][0], Error) and results["delta"][0].type == "infra_error"
+    assert isinstance(results["echo"][0], Error) and results["echo"][0].type == "evaluator_error"
+    assert isinstance(results["hotel"][0], Skipped)
+    assert results["alpha"] == [] and results["foxtrot"] == []
+    bravo = results["bravo"][0]
+    assert isinstance(bravo, Failure) and "REGRESSION" in bravo.message
+    charlie = results["charlie"][0]
+    assert "BROKEN" in charlie.message and "critical case" in charlie.message
+    assert "tests/test_x.py::test_y" in (charlie.text or "")
+    props = {p.name: p.value for p in cand.properties()}
+    assert props["verdict"] == decide_run(project, store, run_id).verdict
+
+
+def test_markdown_summary_renders_the_same_decision(mixed, tmp_path):
+    project, store, run_id = mixed
+    out = write_reports(
+        project, store, run_id, junit=None, summary=tmp_path / "summary.md", json_path=None
+    )
+    md = out[1].read_text()
+    decision = decide_run(project, store, run_id)
+    assert md.splitlines()[0].endswith(
+        f"**{decision.verdict.upper()}** — release `cand` vs baseline `prod`"
+    )
+    for reason in decision.decision.reasons:
+        assert _esc(reason.message) in md
+    assert "charlie **broken, regression, critical**" in md
+    assert "alpha" not in md.split("### Cases that need a look", 1)[1]
+    assert str(out[0]) in md
+
+
+def test_json_has_the_decision_and_the_per_case_table(mixed, tmp_path):
+    project, store, run_id = mixed
+    out = write_reports(
+        project, store, run_id, junit=None, summary=None, json_path=tmp_path / "r.json"
+    )
+    doc = json.loads(out[1].read_text())
+    decision = decide_run(project, store, run_id)
+    assert doc["verdict"] == decision.verdict
+    assert doc["decision"]["policy_digest"] == decision.decision.policy_digest
+    assert [r["code"] for r in doc["reasons"]] == [r.code for r in decision.decision.reasons]
+    rows = {c["case_id"]: c for c in doc["cases"]}
+    assert set(rows) == set(MIXED)
+    assert rows["bravo"]["regression"] and rows["bravo"]["candidate"]["outcomes"] == [
+        "pass",
+        "fail",
+        "pass",
+        "pass",
+    ]
+    assert rows["delta"]["candidate"]["infra_errors"] == 1
+    assert rows["foxtrot"]["candidate"]["attempts"] == [2, 2, 1, 1]
+    assert (
+        doc["judgment_cases"][0]["case_id"] == "hotel"
+        and doc["judgment_cases"][0]["scored"] is False
+    )
+
+
+def test_bad_output_path_is_a_config_error_naming_the_option(mixed, tmp_path):
+    project, store, run_id = mixed
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ConfigError) as err:
+        write_reports(project, store, run_id, junit=None, summary=None, json_path=tmp_path / "adir")
+    assert err.value.field == "--json" and "adir" in str(err.value)
+
+
+def test_unknown_run_is_a_store_error(mixed):
+    project, store, _ = mixed
+    with pytest.raises(StoreError, match="nope"):
+        write_html_report(project, store, "nope")
+
+
+# ------------------------------------------------------------------------------ properties
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("small")
+    project, store, run_id = make_run(root / "p", {"a": "PF", "b": "PI"}, {"a": "PP", "b": "PP"})
+    return build_report(project, store, run_id)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=80))
+def test_junit_is_valid_xml_for_any_reason_text(small, text):
+    fails = small.failures[0]
+    item = fails.items[0].model_copy(update={"reason": text, "failing_tests": (text,)})
+    data = small.model_copy(
+        update={"failures": (fails.model_copy(update={"items": (item,)}),), "notes": (text,)}
+    )
+    root = ET.fromstring(render_junit(data))
+    failure = root.find(".//failure")
+    assert failure is not None and failure.text is not None
+    legal = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", text)
+    # ElementTree normalises carriage returns in text to newlines, as any XML parser must.
+    assert legal.replace("\r\n", "\n").replace("\r", "\n") in failure.text
+
+
+@settings(max_examples=200)
+@given(text=st.text(max_size=60))
+def test_markdown_escaping_keeps_record_text_inert(text):
+    out = _esc(text)
+    assert "<" not in out and ">" not in out and "\n" not in out
+    assert re.search(r"(?<!\\)\|", out) is None
+    assert re.search(r"(?<!\\)`", out) is None
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(alphabet=st.sampled_from("<>&\"'/ scriptabc=\n"), max_size=40))
+def test_html_shows_any_note_text_escaped(small, tmp_path, text):
+    html = render_html(small.model_copy(update={"notes": (text,)}), tmp_path)
+    note = html.split('<span class="sev sev-info">note</span>', 1)[1].split("</li>", 1)[0]
+    assert "<" not in note and ">" not in note
+    unescaped = (
+        note.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#34;", '"')
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+    )
+    assert unescaped == text
