@@ -74,17 +74,25 @@ SCENARIOS: list[tuple[str, str, np.ndarray, np.ndarray]] = [
     ("A/A", "very flaky (all p in [0.2, 0.8])", very_flaky(), very_flaky()),
     ("drop 10 pts", "diffuse: every passing case -0.111", realistic(), diffuse_drop(realistic())),
     ("drop 10 pts", "partial: 10 stable cases -> p=0.5", realistic(), partial_drop(realistic())),
-    ("drop 10 pts", "concentrated: 5 stable cases -> p=0", realistic(),
-     concentrated_drop(realistic())),
+    (
+        "drop 10 pts",
+        "concentrated: 5 stable cases -> p=0",
+        realistic(),
+        concentrated_drop(realistic()),
+    ),
 ]
 
 
 def _arm(rng: np.random.Generator, p: np.ndarray, name: str) -> ArmData:
     draws = rng.random((len(p), K)) < p[:, None]
-    return ArmData(k=K, name=name, cases={
-        f"case-{i:02d}": tuple(Outcome.PASS if x else Outcome.FAIL for x in row)
-        for i, row in enumerate(draws)
-    })
+    return ArmData(
+        k=K,
+        name=name,
+        cases={
+            f"case-{i:02d}": tuple(Outcome.PASS if x else Outcome.FAIL for x in row)
+            for i, row in enumerate(draws)
+        },
+    )
 
 
 def _rate(arm: ArmData) -> float:
@@ -127,7 +135,8 @@ def main() -> None:
     began = time.perf_counter()
     chunks = [
         (s, lo, min(lo + 50, ns.reps), ns.seed, policy)
-        for s in range(len(SCENARIOS)) for lo in range(0, ns.reps, 50)
+        for s in range(len(SCENARIOS))
+        for lo in range(0, ns.reps, 50)
     ]
     results: dict[int, tuple[Counter[str], int]] = {}
     with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
@@ -137,23 +146,33 @@ def main() -> None:
             results[chunk[0]] = (acc_v, acc_n + naive)
     elapsed = time.perf_counter() - began
 
-    print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), N={N_CASES}, k={K}, "
-          f"{ns.reps} replicates per scenario, seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs\n")
-    print("| scenario | population | mean p base → cand | gate FAIL | gate warn | "
-          "gate blocked | naive FAIL |")
+    print(
+        f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), N={N_CASES}, k={K}, "
+        f"{ns.reps} replicates per scenario, seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs\n"
+    )
+    print(
+        "| scenario | population | mean p base → cand | gate FAIL | gate warn | "
+        "gate blocked | naive FAIL |"
+    )
     print("|---|---|---|---|---|---|---|")
     for i, (kind, label, p_base, p_cand) in enumerate(SCENARIOS):
         v, naive = results[i]
-        print(f"| {kind} | {label} | {p_base.mean():.3f} → {p_cand.mean():.3f} | "
-              f"{_pct(v['fail'], ns.reps)} | {_pct(v['warn'], ns.reps)} | "
-              f"{_pct(v['blocked'], ns.reps)} | {_pct(naive, ns.reps)} |")
+        print(
+            f"| {kind} | {label} | {p_base.mean():.3f} → {p_cand.mean():.3f} | "
+            f"{_pct(v['fail'], ns.reps)} | {_pct(v['warn'], ns.reps)} | "
+            f"{_pct(v['blocked'], ns.reps)} | {_pct(naive, ns.reps)} |"
+        )
     print("\nReplicates carrying each warn/fail/blocked reason code:\n")
     for i, (kind, label, _, _) in enumerate(SCENARIOS):
         codes = sorted((c[7:], x) for c, x in results[i][0].items() if c.startswith("reason:"))
-        print(f"- {kind}, {label}: " + (", ".join(f"{c} {_pct(x, ns.reps).strip()}"
-                                                   for c, x in codes) or "none"))
-    print("\nA/A rows: FAIL is the false-fail rate (target <= 5%); drop rows: FAIL is the "
-          "detection rate (target >= 80%). ± is one binomial standard error.")
+        print(
+            f"- {kind}, {label}: "
+            + (", ".join(f"{c} {_pct(x, ns.reps).strip()}" for c, x in codes) or "none")
+        )
+    print(
+        "\nA/A rows: FAIL is the false-fail rate (target <= 5%); drop rows: FAIL is the "
+        "detection rate (target >= 80%). ± is one binomial standard error."
+    )
 
 
 if __name__ == "__main__":

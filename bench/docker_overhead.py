@@ -27,10 +27,25 @@ def main() -> None:
     t0 = time.monotonic()
     session = sandbox.open(contract, label="bench")
     open_s = time.monotonic() - t0
-    bare_flags = ["--rm", "--init", "--network", "none", "--read-only", "--memory", "512m",
-                  "--memory-swap", "512m", "--pids-limit", "128", "--tmpfs", "/tmp:size=64m"]
-    print(f"session open (volumes + holder): {open_s:.3f}s, amortised over "
-          f"{args.runs * len(COMMANDS)} execs")
+    bare_flags = [
+        "--rm",
+        "--init",
+        "--network",
+        "none",
+        "--read-only",
+        "--memory",
+        "512m",
+        "--memory-swap",
+        "512m",
+        "--pids-limit",
+        "128",
+        "--tmpfs",
+        "/tmp:size=64m",
+    ]
+    print(
+        f"session open (volumes + holder): {open_s:.3f}s, amortised over "
+        f"{args.runs * len(COMMANDS)} execs"
+    )
     print(f"{'command':40} {'backend s':>10} {'bare s':>10} {'ratio':>7}")
     ratios = []
     try:

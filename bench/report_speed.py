@@ -84,13 +84,21 @@ def main() -> None:
             df = load_with_pandas(trials_dir)
             pdt.append(time.perf_counter() - t)
             t = time.perf_counter()
-            paths = write_reports(project, store, run_id, junit=out / "junit.xml",
-                                  summary=out / "summary.md", json_path=out / "report.json")
+            paths = write_reports(
+                project,
+                store,
+                run_id,
+                junit=out / "junit.xml",
+                summary=out / "summary.md",
+                json_path=out / "report.json",
+            )
             rep.append(time.perf_counter() - t)
         assert len(df) == n_records
         r, p = statistics.median(rep), statistics.median(pdt)
-        print(f"records: {n_records} run records ({args.cases} cases x k={args.k} x 2 arms) "
-              f"+ {args.cases * args.k} stored baseline records; setup {setup:.1f} s")
+        print(
+            f"records: {n_records} run records ({args.cases} cases x k={args.k} x 2 arms) "
+            f"+ {args.cases * args.k} stored baseline records; setup {setup:.1f} s"
+        )
         print(f"{'pandas load (json + json_normalize)':<40} {p:8.2f} s  (median of {args.repeat})")
         print(f"{'report (HTML + JUnit + MD + JSON)':<40} {r:8.2f} s  (median of {args.repeat})")
         print(f"{'ratio report / pandas':<40} {r / p:8.2f} x")

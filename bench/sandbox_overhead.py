@@ -52,6 +52,7 @@ def main() -> None:
     py = sys.executable
     print(f"{'workload':<28}{'bare ms':>10}{'sandbox ms':>12}{'ratio':>8}")
     for label, argv in (("true", ["true"]), ("python3 -c pass", [py, "-c", "pass"])):
+
         def bare(argv: list[str] = argv) -> None:
             for _ in range(args.n):
                 subprocess.run(argv, capture_output=True, check=True)
@@ -64,8 +65,9 @@ def main() -> None:
 
         b, s = median_time(bare, args.repeats), median_time(boxed, args.repeats)
         session.close()
-        print(f"{'exec ' + label:<28}{b / args.n * 1e3:>10.2f}{s / args.n * 1e3:>12.2f}"
-              f"{s / b:>8.2f}")
+        print(
+            f"{'exec ' + label:<28}{b / args.n * 1e3:>10.2f}{s / args.n * 1e3:>12.2f}{s / b:>8.2f}"
+        )
 
     with tempfile.TemporaryDirectory() as d:
         src = small_tree(Path(d))

@@ -21,15 +21,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.cases.lock import lock_cases, read_lock, write_lock
 from harness.cases.load import load_cases
+from harness.cases.lock import lock_cases, read_lock, write_lock
 from harness.executors.local import LocalExecutor
 from harness.project import load_project
 from harness.run import execute, plan_run
 from harness.store import Store
 
 COMMANDS = {
-    "python": (["python3", "-c", "open('out.txt','w').write('x')"], ["python3", "-c", "import sys; sys.exit(0)"]),
+    "python": (
+        ["python3", "-c", "open('out.txt','w').write('x')"],
+        ["python3", "-c", "import sys; sys.exit(0)"],
+    ),
     "true": (["sh", "-c", "echo x > out.txt"], ["true"]),
 }
 
@@ -37,7 +40,7 @@ COMMANDS = {
 def build(root: Path, n: int, kind: str) -> None:
     agent, verifier = COMMANDS[kind]
     (root / "harness.yaml").write_text(
-        "releases:\n  noop:\n    agent: {adapter: command, command: %s}\n" % agent
+        f"releases:\n  noop:\n    agent: {{adapter: command, command: {agent}}}\n"
     )
     for i in range(n):
         d = root / "cases" / f"noop-{i:03d}"
@@ -48,7 +51,9 @@ def build(root: Path, n: int, kind: str) -> None:
             f"id: noop-{i:03d}\nversion: 1\nrequest: nothing\nlane: judgment\n"
             f"repo: {{kind: folder, path: repo}}\nverifier: {{command: {verifier}}}\n"
         )
-    lock, _ = lock_cases(load_cases(root / "cases"), read_lock(root / "cases/golden.lock.yaml", "golden"))
+    lock, _ = lock_cases(
+        load_cases(root / "cases"), read_lock(root / "cases/golden.lock.yaml", "golden")
+    )
     write_lock(root / "cases/golden.lock.yaml", lock)
 
 
@@ -93,7 +98,10 @@ def main() -> None:
     trials = args.cases * args.k
     b = min(b1, b2)
     print(f"{trials} trials, commands={args.command}, one worker")
-    print(f"bare subprocess loop : {b:8.2f} s  ({1000 * b / trials:7.1f} ms/trial)  [runs: {b1:.2f}, {b2:.2f}]")
+    print(
+        f"bare subprocess loop : {b:8.2f} s  ({1000 * b / trials:7.1f} ms/trial)"
+        f"  [runs: {b1:.2f}, {b2:.2f}]"
+    )
     print(f"harness local backend: {p:8.2f} s  ({1000 * p / trials:7.1f} ms/trial)")
     print(f"overhead ratio       : {p / b:8.2f}  (target <= 1.5)")
 

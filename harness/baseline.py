@@ -66,7 +66,9 @@ def promote(
     release = store.release(run_id)
     validity = store.run_dir(run_id) / "validity.json"
     if not validity.is_file():
-        raise StoreError(f"run {run_id} has not finished; only a finished, valid run can be promoted")
+        raise StoreError(
+            f"run {run_id} has not finished; only a finished, valid run can be promoted"
+        )
     if not json.loads(validity.read_text()).get("valid"):
         raise StoreError(
             f"run {run_id} is invalid (its system changed while it ran); it cannot be a baseline"

@@ -69,31 +69,49 @@ def build_case_image(client: Any, base_image: str, case_dir_tree: Path, case_dig
 
     """
     if not case_dir_tree.is_dir():
-        raise CaseError(f"starting tree {case_dir_tree} is not a directory",
-                        file=case_dir_tree, field="repo")
+        raise CaseError(
+            f"starting tree {case_dir_tree} is not a directory", file=case_dir_tree, field="repo"
+        )
     tag = case_image_tag(case_digest)
     base = find_image(client, base_image)
     if base is None:
         raise SandboxUnavailableError(
             f"docker: base image {base_image!r} is missing (build it with ci/docker-up.sh)",
-            reason="image_missing")
-    inputs = digest_json({"base": base.id, "case": case_digest, "layout": _LAYOUT,
-                          "tree": tree_digest(case_dir_tree)})
+            reason="image_missing",
+        )
+    inputs = digest_json(
+        {
+            "base": base.id,
+            "case": case_digest,
+            "layout": _LAYOUT,
+            "tree": tree_digest(case_dir_tree),
+        }
+    )
     existing = find_image(client, tag)
     if existing is not None and (existing.labels or {}).get(_INPUTS) == inputs:
         return str(existing.id)
-    labels = {LABEL: "1", _INPUTS: inputs, SEED_LABEL: _SEED, "harness.case.digest": case_digest,
-              "harness.base.id": str(base.id)}
+    labels = {
+        LABEL: "1",
+        _INPUTS: inputs,
+        SEED_LABEL: _SEED,
+        "harness.case.digest": case_digest,
+        "harness.base.id": str(base.id),
+    }
     ctr = None
     with engine_errors(f"building {tag} from {base_image}", "image_build_failed"):
         try:
-            ctr = client.containers.create(base.id, ["true"], labels={LABEL: "1"},
-                                           network_mode="none")
+            ctr = client.containers.create(
+                base.id, ["true"], labels={LABEL: "1"}, network_mode="none"
+            )
             if not ctr.put_archive("/", _tree_tar(case_dir_tree)):
-                raise SandboxUnavailableError(f"docker: building {tag}: archive refused",
-                                              reason="image_build_failed")
-            image = ctr.commit(repository=CASE_REPOSITORY, tag=short(case_digest),
-                               conf={"Labels": {**(base.labels or {}), **labels}})
+                raise SandboxUnavailableError(
+                    f"docker: building {tag}: archive refused", reason="image_build_failed"
+                )
+            image = ctr.commit(
+                repository=CASE_REPOSITORY,
+                tag=short(case_digest),
+                conf={"Labels": {**(base.labels or {}), **labels}},
+            )
         finally:
             if ctr is not None:
                 ctr.remove(force=True)

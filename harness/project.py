@@ -24,8 +24,8 @@ __all__ = [
     "ProjectFile",
     "Release",
     "RetryPolicy",
-    "agent_code_digests",
     "SimulatedSettings",
+    "agent_code_digests",
     "load_project",
 ]
 

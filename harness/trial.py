@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from harness import __version__
 from harness.agents import prepare_agent
@@ -108,10 +109,10 @@ class _Blobs:
 
 
 def _phase_record(
-    phase: str, res: ExecResult, session: SandboxSession, blobs: _Blobs
+    phase: Literal["agent", "verifier"], res: ExecResult, session: SandboxSession, blobs: _Blobs
 ) -> PhaseRecord:
     return PhaseRecord(
-        phase=phase,  # type: ignore[arg-type]
+        phase=phase,
         argv=res.argv,
         exit_code=res.exit_code,
         signal=res.signal,

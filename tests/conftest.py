@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-
-import sys
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness.cases.load import load_case  # noqa: E402
-from harness.project import AgentSpec, Release, RetryPolicy  # noqa: E402
-from harness.records import Arm, TrialKey  # noqa: E402
-from harness.trial import TrialSpec  # noqa: E402
+from harness.cases.load import load_case
+from harness.project import AgentSpec, Release, RetryPolicy
+from harness.records import Arm, TrialKey
+from harness.trial import TrialSpec
 
 CASE_YAML = """\
 id: tiny
@@ -25,7 +24,10 @@ repo: {kind: folder, path: repo}
 verifier:
   command: [run-tests]
   artifacts:
-    - {path: reports/junit.xml, rule: junit, min_tests: 1, fail_to_pass: [tests.test_hidden::test_answer]}
+    - path: reports/junit.xml
+      rule: junit
+      min_tests: 1
+      fail_to_pass: [tests.test_hidden::test_answer]
   hidden:
     - {src: hidden/test_hidden.py, dest: tests/test_hidden.py}
 reference: {patch: reference.patch}
@@ -63,11 +65,19 @@ def make_spec() -> Callable[..., TrialSpec]:
     def make(case_dir: Path, *, retry: RetryPolicy | None = None, trial: int = 0) -> TrialSpec:
         lc = load_case(case_dir)
         return TrialSpec(
-            key=TrialKey(arm=Arm.CANDIDATE, release="cand", case_id=lc.id, case_version=lc.version, trial=trial),
+            key=TrialKey(
+                arm=Arm.CANDIDATE,
+                release="cand",
+                case_id=lc.id,
+                case_version=lc.version,
+                trial=trial,
+            ),
             project_root=str(case_dir.parent.parent),
             case_dir=str(case_dir),
             case_digest=lc.digest,
-            release=Release(agent=AgentSpec(adapter="command", command=("agent",)), retry=retry or RetryPolicy()),
+            release=Release(
+                agent=AgentSpec(adapter="command", command=("agent",)), retry=retry or RetryPolicy()
+            ),
             system_digest="sha256:test",
             backend="fake",
         )

@@ -8,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-
 VERIFY = textwrap.dedent(
     """\
     import os, sys
@@ -16,7 +15,8 @@ VERIFY = textwrap.dedent(
     from calc import add
     ok = add(2, 2) == 4
     os.makedirs("reports", exist_ok=True)
-    body = '<testcase classname="tests.hidden" name="test_add">' + ("" if ok else '<failure message="add(2,2) != 4"/>') + "</testcase>"
+    failure = "" if ok else '<failure message="add(2,2) != 4"/>'
+    body = '<testcase classname="tests.hidden" name="test_add">' + failure + "</testcase>"
     open("reports/junit.xml", "w").write('<testsuite tests="1">' + body + "</testsuite>")
     sys.exit(0 if ok else 1)
     """
@@ -35,7 +35,10 @@ CASE = textwrap.dedent(
     verifier:
       command: [python3, verify_hidden.py]
       artifacts:
-        - {{path: reports/junit.xml, rule: junit, min_tests: 1, fail_to_pass: [tests.hidden::test_add]}}
+        - path: reports/junit.xml
+          rule: junit
+          min_tests: 1
+          fail_to_pass: [tests.hidden::test_add]
       hidden:
         - {{src: hidden/verify_hidden.py, dest: verify_hidden.py}}
     reference: {{patch: reference.patch}}
@@ -95,8 +98,13 @@ def make_project(root: Path, n_cases: int = 3) -> Path:
 def harness(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], cwd=root, capture_output=True, text=True,
-        timeout=timeout, env=env, check=False,
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
     )
 
 

@@ -113,7 +113,11 @@ def test_exec_case_needs_a_reference(make_case):
 # parser; nobody writes them in case files, so the round trip excludes them.
 _text = st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc"))
 yaml_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(_text, max_size=20))
-yaml_docs = st.dictionaries(st.text(_text, min_size=1, max_size=10), st.one_of(yaml_scalars, st.lists(yaml_scalars, max_size=3)), max_size=6)
+yaml_docs = st.dictionaries(
+    st.text(_text, min_size=1, max_size=10),
+    st.one_of(yaml_scalars, st.lists(yaml_scalars, max_size=3)),
+    max_size=6,
+)
 
 
 @given(yaml_docs)

@@ -5,27 +5,48 @@ from __future__ import annotations
 import datetime as dt
 
 from harness.claims import claim_stats, claim_stats_by_case
-from harness.records import AgentClaim, Arm, AttemptRecord, FailureType, Outcome, RunRecord, TrialKey, Verdict
+from harness.records import (
+    AgentClaim,
+    Arm,
+    AttemptRecord,
+    FailureType,
+    Outcome,
+    RunRecord,
+    TrialKey,
+    Verdict,
+)
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def rec(case: str, t: int, outcome: Outcome, status: str | None, claimed: bool | None, attempts: int = 1) -> RunRecord:
-    v = Verdict(outcome=outcome, failure_type=FailureType.TEST_FAILURE if outcome is Outcome.FAIL else None)
+def rec(
+    case: str, t: int, outcome: Outcome, status: str | None, claimed: bool | None, attempts: int = 1
+) -> RunRecord:
+    v = Verdict(
+        outcome=outcome, failure_type=FailureType.TEST_FAILURE if outcome is Outcome.FAIL else None
+    )
     claim = AgentClaim(status=status, claimed_success=claimed) if status else None
     atts = tuple(AttemptRecord(attempt=i + 1, verdict=v, claim=claim) for i in range(attempts))
-    return RunRecord(key=TrialKey(arm=Arm.CANDIDATE, release="c", case_id=case, case_version=1, trial=t),
-                     case_digest="sha256:x", system_digest="sha256:s", backend="local", attempts=atts,
-                     verdict=v, started_at=NOW, finished_at=NOW, harness_version="0")
+    return RunRecord(
+        key=TrialKey(arm=Arm.CANDIDATE, release="c", case_id=case, case_version=1, trial=t),
+        case_digest="sha256:x",
+        system_digest="sha256:s",
+        backend="local",
+        attempts=atts,
+        verdict=v,
+        started_at=NOW,
+        finished_at=NOW,
+        harness_version="0",
+    )
 
 
 RECORDS = [
-    rec("a", 0, Outcome.PASS, "submitted", True),            # claimed, verified pass
-    rec("a", 1, Outcome.FAIL, "submitted", True),            # confident wrong
-    rec("a", 2, Outcome.FAIL, "submitted", False),           # honest failure
-    rec("a", 3, Outcome.INFRA_ERROR, "submitted", True),     # claim, no verdict: out of denominator
-    rec("b", 0, Outcome.FAIL, "abstained", None),            # abstained
-    rec("b", 1, Outcome.PASS, None, None, attempts=3),       # no result file at all, 3 attempts
+    rec("a", 0, Outcome.PASS, "submitted", True),  # claimed, verified pass
+    rec("a", 1, Outcome.FAIL, "submitted", True),  # confident wrong
+    rec("a", 2, Outcome.FAIL, "submitted", False),  # honest failure
+    rec("a", 3, Outcome.INFRA_ERROR, "submitted", True),  # claim, no verdict: out of denominator
+    rec("b", 0, Outcome.FAIL, "abstained", None),  # abstained
+    rec("b", 1, Outcome.PASS, None, None, attempts=3),  # no result file at all, 3 attempts
 ]
 
 

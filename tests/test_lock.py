@@ -26,7 +26,7 @@ def test_rewritten_case_is_named_with_its_files(make_case, tmp_path):
     [m] = check_lock(load_cases(d.parent), read_lock(tmp_path / "l.yaml", "golden"))
     assert m.kind == "changed" and m.changed_files == ("hidden/test_hidden.py",)
     assert "tiny v1" in m.describe() and "bump `version`" in m.describe()
-    with pytest.raises(LockMismatchError, match="hidden/test_hidden.py"):
+    with pytest.raises(LockMismatchError, match=r"hidden/test_hidden\.py"):
         lock_cases(load_cases(d.parent), read_lock(tmp_path / "l.yaml", "golden"))
 
 

@@ -46,14 +46,22 @@ def test_defaults_and_int_version(tmp_path: Path) -> None:
     ("text", "field", "line", "expect"),
     [
         ("version: 1\nalpha: 0.05\nthreshold:\n  x: 1\n", "threshold", 3, "unknown key"),
-        ("version: 1\nthresholds:\n  pass_rate_drop: 1.5\n", "thresholds.pass_rate_drop", 3,
-         "less than or equal to 1"),
+        (
+            "version: 1\nthresholds:\n  pass_rate_drop: 1.5\n",
+            "thresholds.pass_rate_drop",
+            3,
+            "less than or equal to 1",
+        ),
         ("version: 1\nalpha: 0.7\n", "alpha", 2, "less than 0.5"),
         ("alpha: 0.05\n", "version", None, "required field is missing"),
         ("version: 1\nbaseline:\n  mode: sample\n", "baseline", 2, "needs sample_size"),
         ("version: 1\ncritical_cases: [a, b, a]\n", None, None, "more than once"),
-        ("version: 1\ninfra_errors:\n  warn_above: 0.5\n  block_above: 0.1\n", "infra_errors",
-         2, "block_above must be >= warn_above"),
+        (
+            "version: 1\ninfra_errors:\n  warn_above: 0.5\n  block_above: 0.1\n",
+            "infra_errors",
+            2,
+            "block_above must be >= warn_above",
+        ),
         ("version: true\n", "version", 1, "string"),
     ],
 )

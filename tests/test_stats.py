@@ -140,8 +140,14 @@ def test_summarize_case_excludes_infra_and_evaluator_errors() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "label"),
-    [("PPPPP", "stable_pass"), ("FFFFF", "stable_fail"), ("PFPPP", "flaky"), ("IIEII", "no_data"),
-     ("", "no_data"), ("PII", "stable_pass")],
+    [
+        ("PPPPP", "stable_pass"),
+        ("FFFFF", "stable_fail"),
+        ("PFPPP", "flaky"),
+        ("IIEII", "no_data"),
+        ("", "no_data"),
+        ("PII", "stable_pass"),
+    ],
 )
 def test_labels(spec: str, label: str) -> None:
     assert summarize_case(outs(spec), 5).label == label
@@ -194,8 +200,13 @@ def test_arm_data_from_records_orders_by_trial_index() -> None:
 
 @pytest.mark.parametrize(
     ("b", "c", "alternative", "p"),
-    [(9, 1, "two-sided", 0.021484375), (9, 1, "greater", 0.0107421875),
-     (5, 0, "greater", 0.03125), (0, 0, "greater", 1.0), (1, 9, "greater", 1023 / 1024)],
+    [
+        (9, 1, "two-sided", 0.021484375),
+        (9, 1, "greater", 0.0107421875),
+        (5, 0, "greater", 0.03125),
+        (0, 0, "greater", 1.0),
+        (1, 9, "greater", 1023 / 1024),
+    ],
 )
 def test_mcnemar_exact_published_values(b: int, c: int, alternative: str, p: float) -> None:
     assert mcnemar_exact(b, c, alternative) == pytest.approx(p, rel=1e-12)  # type: ignore[arg-type]
@@ -204,8 +215,8 @@ def test_mcnemar_exact_published_values(b: int, c: int, alternative: str, p: flo
 @given(st.integers(0, 40), st.integers(0, 40))
 def test_mcnemar_one_sided_is_binomial_tail(b: int, c: int) -> None:
     m = b + c
-    expected = 1.0 if m == 0 else float(
-        sum(Fraction(math.comb(m, j), 2**m) for j in range(b, m + 1))
+    expected = (
+        1.0 if m == 0 else float(sum(Fraction(math.comb(m, j), 2**m) for j in range(b, m + 1)))
     )
     assert mcnemar_exact(b, c) == pytest.approx(expected, rel=1e-9)
 

@@ -16,17 +16,34 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def release(run_id: str = "r1", k: int = 3) -> ReleaseRecord:
-    return ReleaseRecord(run_id=run_id, release="cand", system_digest="sha256:s", system={},
-                         task_set="golden", task_set_digest="sha256:t", cases={"a": "sha256:a"},
-                         k=k, backend="local", created_at=NOW, harness_version="0")
+    return ReleaseRecord(
+        run_id=run_id,
+        release="cand",
+        system_digest="sha256:s",
+        system={},
+        task_set="golden",
+        task_set_digest="sha256:t",
+        cases={"a": "sha256:a"},
+        k=k,
+        backend="local",
+        created_at=NOW,
+        harness_version="0",
+    )
 
 
 def trial(t: int, outcome: Outcome = Outcome.PASS) -> RunRecord:
     v = Verdict(outcome=outcome)
-    return RunRecord(key=TrialKey(arm=Arm.CANDIDATE, release="cand", case_id="a", case_version=1, trial=t),
-                     case_digest="sha256:a", system_digest="sha256:s", backend="local",
-                     attempts=(AttemptRecord(attempt=1, verdict=v),), verdict=v,
-                     started_at=NOW, finished_at=NOW, harness_version="0")
+    return RunRecord(
+        key=TrialKey(arm=Arm.CANDIDATE, release="cand", case_id="a", case_version=1, trial=t),
+        case_digest="sha256:a",
+        system_digest="sha256:s",
+        backend="local",
+        attempts=(AttemptRecord(attempt=1, verdict=v),),
+        verdict=v,
+        started_at=NOW,
+        finished_at=NOW,
+        harness_version="0",
+    )
 
 
 def test_records_are_written_once_and_never_overwritten(tmp_path):

@@ -17,7 +17,9 @@ from harness.trial import run_trial
 
 def _fixing_agent(call: ExecCall) -> None:
     (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
-    Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted", "claimed_success": True}))
+    Path(call.env["HARNESS_RESULT"]).write_text(
+        json.dumps({"status": "submitted", "claimed_success": True})
+    )
 
 
 def _honest_verifier(call: ExecCall) -> ExecResult:
@@ -56,7 +58,9 @@ def test_claim_and_fake_report_cannot_change_a_failing_verdict(make_case, make_s
         (call.workspace / "tests").mkdir()
         (call.workspace / "tests" / "test_hidden.py").write_text("def test_answer(): pass\n")
         (call.workspace / "PASSED").write_text("yes")
-        Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted", "claimed_success": True}))
+        Path(call.env["HARNESS_RESULT"]).write_text(
+            json.dumps({"status": "submitted", "claimed_success": True})
+        )
 
     seen = {}
 
@@ -79,7 +83,9 @@ def test_exit_zero_without_tests_is_a_failure(make_case, make_spec):
         (call.workspace / "reports" / "junit.xml").write_bytes(junit())
         return exited(call.argv, 0)
 
-    rec = run_trial(make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent, empty_run))).record
+    rec = run_trial(
+        make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent, empty_run))
+    ).record
     assert rec.verdict.outcome is Outcome.FAIL
     assert rec.verdict.failure_type is FailureType.NO_TESTS
 
@@ -117,8 +123,14 @@ def test_case_changed_after_planning_is_not_judged(make_case, make_spec):
 def test_wall_clock_in_agent_phase_is_a_timeout_failure(make_case, make_spec):
     def slow(call: ExecCall) -> ExecResult:
         if "--agent" in call.label:
-            return ExecResult(argv=call.argv, exit_code=None, signal=9, termination=Termination.WALL_CLOCK,
-                              bound=Bound(kind=Termination.WALL_CLOCK, limit=1.0, observed=1.0), duration_s=1.0)
+            return ExecResult(
+                argv=call.argv,
+                exit_code=None,
+                signal=9,
+                termination=Termination.WALL_CLOCK,
+                bound=Bound(kind=Termination.WALL_CLOCK, limit=1.0, observed=1.0),
+                duration_s=1.0,
+            )
         raise AssertionError("verifier must not run after the agent timed out")
 
     rec = run_trial(make_spec(make_case()), FakeSandbox(slow)).record
@@ -149,7 +161,8 @@ def test_identical_failure_stops_the_loop(make_case, make_spec):
         (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 43\n")
 
     rec = run_trial(
-        make_spec(make_case(), retry=RetryPolicy(max_attempts=5)), FakeSandbox(handler_for(stubborn))
+        make_spec(make_case(), retry=RetryPolicy(max_attempts=5)),
+        FakeSandbox(handler_for(stubborn)),
     ).record
     assert len(rec.attempts) == 2
     assert rec.stop_reason == "identical_failure"
@@ -160,7 +173,9 @@ def test_attempt_limit_stops_the_loop(make_case, make_spec):
 
     def varied(call: ExecCall) -> None:
         counter["n"] += 1
-        (call.workspace / "pkg" / "mod.py").write_text(f"def answer():\n    return {43 + counter['n']}\n")
+        (call.workspace / "pkg" / "mod.py").write_text(
+            f"def answer():\n    return {43 + counter['n']}\n"
+        )
 
     def verifier(call: ExecCall) -> ExecResult:
         (call.workspace / "reports").mkdir(exist_ok=True)
@@ -169,7 +184,8 @@ def test_attempt_limit_stops_the_loop(make_case, make_spec):
         return exited(call.argv, 1)
 
     rec = run_trial(
-        make_spec(make_case(), retry=RetryPolicy(max_attempts=3)), FakeSandbox(handler_for(varied, verifier))
+        make_spec(make_case(), retry=RetryPolicy(max_attempts=3)),
+        FakeSandbox(handler_for(varied, verifier)),
     ).record
     assert len(rec.attempts) == 3
     assert rec.stop_reason == "attempt_limit"

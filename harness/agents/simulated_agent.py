@@ -18,6 +18,7 @@ import random
 import re
 import subprocess
 import sys
+from typing import Any
 
 _HUNK = re.compile(r"^@@ ")
 
@@ -42,7 +43,7 @@ def _drop_one_line(patch: str, rng: random.Random) -> str:
     return "".join(line for i, line in enumerate(lines) if i != drop)
 
 
-def _decide(sim: dict, seed: int, had_feedback: bool, patch: str) -> tuple[str, str]:
+def _decide(sim: dict[str, Any], seed: int, had_feedback: bool, patch: str) -> tuple[str, str]:
     """Replayable decision of one attempt: ("abstain", "") or ("submit", change)."""
     rng = random.Random(seed)
     if rng.random() < sim.get("abstain", 0.0):

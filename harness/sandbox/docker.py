@@ -88,9 +88,14 @@ _ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
 _EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
     rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
     rb"BlockingIOError: \[Errno 11\] Resource temporarily unavailable|"
-    rb"(pthread_create|clone)[^\n]*Resource temporarily unavailable", re.I)
-_NOT_FOUND = re.compile(r"executable file not found|no such file or directory|"
-                        r"permission denied", re.I)
+    rb"(pthread_create|clone)[^\n]*Resource temporarily unavailable",
+    re.I,
+)
+_NOT_FOUND = re.compile(
+    r"executable file not found|no such file or directory|"
+    r"permission denied",
+    re.I,
+)
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
@@ -138,8 +143,9 @@ def connect(timeout: float = 60.0) -> Any:
         SandboxUnavailableError: the engine cannot be reached (reason ``engine_unreachable``).
 
     """
-    with _engine("connecting to the engine (is dockerd running? DOCKER_HOST?)",
-                 "engine_unreachable"):
+    with _engine(
+        "connecting to the engine (is dockerd running? DOCKER_HOST?)", "engine_unreachable"
+    ):
         client = docker.from_env(timeout=int(timeout))
         try:
             client.ping()
@@ -313,11 +319,14 @@ class DockerSandbox:
         """
         skipped = self._check(contract, downgrade)
         image_ref = contract.image or self.default_image
-        with _engine(f"image {image_ref!r} (build it: ci/docker-up.sh / harness images "
-                     "build)", "image_missing"):
+        with _engine(
+            f"image {image_ref!r} (build it: ci/docker-up.sh / harness images build)",
+            "image_missing",
+        ):
             image = self._client.images.get(image_ref)
-        return DockerSession(self._client, self, contract, image.id, label, skipped,
-                             dict(image.labels or {}))
+        return DockerSession(
+            self._client, self, contract, image.id, label, skipped, dict(image.labels or {})
+        )
 
 
 class DockerSession:
@@ -366,7 +375,9 @@ class DockerSession:
             name = f"harness-{self._sid}-{'ws' if target == _WS else 'io'}"
             with _engine(f"creating volume {name}", "create_failed"):
                 vol = self._client.volumes.create(
-                    name=name, driver="local", labels=self._labels,
+                    name=name,
+                    driver="local",
+                    labels=self._labels,
                     driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"mode=1777{size}"},
                 )
             self._volumes.append(vol)
@@ -374,12 +385,21 @@ class DockerSession:
         self._mounts = mounts  # commands: never re-seed an emptied workspace from the image
         with _engine("creating/starting the holder container", "create_failed"):
             holder = self._client.containers.run(
-                self._image_id, ["infinity"], entrypoint=["sleep"], detach=True, init=True,
-                name=f"harness-{self._sid}-holder", labels={**self._labels, "harness.role":
-                "holder"}, network_mode="none", read_only=True,
+                self._image_id,
+                ["infinity"],
+                entrypoint=["sleep"],
+                detach=True,
+                init=True,
+                name=f"harness-{self._sid}-holder",
+                labels={**self._labels, "harness.role": "holder"},
+                network_mode="none",
+                read_only=True,
                 volumes={m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts},
-                mem_limit=_HOLDER_MEM, memswap_limit=_HOLDER_MEM, pids_limit=16,
-                log_config=docker.types.LogConfig(type="none"), user="0",
+                mem_limit=_HOLDER_MEM,
+                memswap_limit=_HOLDER_MEM,
+                pids_limit=16,
+                log_config=docker.types.LogConfig(type="none"),
+                user="0",
             )
             self._containers[holder.id] = holder
             holder.reload()
@@ -394,8 +414,10 @@ class DockerSession:
             with _engine(f"seeding the workspace from {seed}", "seed_failed"):
                 code, out = holder.exec_run(["cp", "-a", f"{seed}/.", _WS + "/"], user="0")
             if code != 0:
-                raise SandboxUnavailableError(f"docker: seeding the workspace from the image's "
-                                              f"{seed} failed: {out!r}", reason="seed_failed")
+                raise SandboxUnavailableError(
+                    f"docker: seeding the workspace from the image's {seed} failed: {out!r}",
+                    reason="seed_failed",
+                )
         return holder, str(holder.attrs["State"].get("StartedAt"))
 
     def _holder_alive(self, what: str) -> None:
@@ -466,9 +488,17 @@ class DockerSession:
             else:
                 name, _, group = user.partition(":")
                 uid = int(name) if name.isdigit() else self._lookup("/etc/passwd", name)
-                gid = int(group) if group.isdigit() else (
-                    self._lookup("/etc/group", group) if group else self._lookup(
-                        "/etc/passwd", name, field=3) if not name.isdigit() else uid)
+                gid = (
+                    int(group)
+                    if group.isdigit()
+                    else (
+                        self._lookup("/etc/group", group)
+                        if group
+                        else self._lookup("/etc/passwd", name, field=3)
+                        if not name.isdigit()
+                        else uid
+                    )
+                )
                 self._uid = (uid, gid)
         return self._uid
 
@@ -480,12 +510,17 @@ class DockerSession:
                 return int(parts[field])
         raise ContractUnenforceableError(
             f"docker: contract user {self._contract.user!r}: {name!r} not found in the "
-            f"image's {table}", bound="user")
+            f"image's {table}",
+            bound="user",
+        )
 
     def _inside(self, path: str) -> str:
         p = PurePosixPath(path)
-        if not p.is_absolute() or ".." in p.parts or not any(
-                p == PurePosixPath(r) or PurePosixPath(r) in p.parents for r in (_WS, _IO)):
+        if (
+            not p.is_absolute()
+            or ".." in p.parts
+            or not any(p == PurePosixPath(r) or PurePosixPath(r) in p.parents for r in (_WS, _IO))
+        ):
             raise ValueError(f"sandbox path {path!r} must be absolute under {_WS} or {_IO}")
         return str(p)
 
@@ -511,8 +546,9 @@ class DockerSession:
         self._holder_alive(what)
         with _engine(what, "transfer_failed"):
             if not self._holder.put_archive(at, data):
-                raise SandboxUnavailableError(f"docker: {what}: engine refused the archive",
-                                              reason="transfer_failed")
+                raise SandboxUnavailableError(
+                    f"docker: {what}: engine refused the archive", reason="transfer_failed"
+                )
 
     def get_tree(self, dest: Path) -> None:
         """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``."""
@@ -542,12 +578,18 @@ class DockerSession:
             _add_parents(tar, rel.parent, uid, gid)
             info = tarfile.TarInfo(str(rel))
             info.size, info.mode, info.uid, info.gid, info.mtime = (
-                len(data), 0o644, uid, gid, int(time.time()))
+                len(data),
+                0o644,
+                uid,
+                gid,
+                int(time.time()),
+            )
             tar.addfile(info, io.BytesIO(data))
         self._put(str(root), buf.getvalue(), f"write_file {path}")
 
-    def read_file(self, path: str, limit: int | None = None, *, _root_ok: bool = False
-                  ) -> bytes | None:
+    def read_file(
+        self, path: str, limit: int | None = None, *, _root_ok: bool = False
+    ) -> bytes | None:
         """Read up to ``limit`` bytes of ``path``; ``None`` when absent or not a file."""
         path = path if _root_ok else self._inside(path)
         self._holder_alive(f"read_file {path}")
@@ -602,8 +644,13 @@ class DockerSession:
         self._holder_alive("exec")
         c = self._contract
         limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
-        full_env = {"PATH": _PATH, "HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                    "PYTHONDONTWRITEBYTECODE": "1"}
+        full_env = {
+            "PATH": _PATH,
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         full_env.update({k: os.environ[k] for k in c.env if k in os.environ})
         full_env.update(env or {})
         mem = c.memory_mb * 1024 * 1024
@@ -621,14 +668,23 @@ class DockerSession:
         self._n += 1
         with _engine("creating the command container", "create_failed"):
             ctr = self._client.containers.create(
-                self._image_id, list(argv[1:]), entrypoint=[argv[0]], init=True,
-                name=f"harness-{self._sid}-x{self._n}", environment=full_env,
-                working_dir=cwd or _WS, user=c.user or "", mounts=self._mounts,
-                tmpfs={"/tmp": tmp}, read_only=c.read_only_root,
+                self._image_id,
+                list(argv[1:]),
+                entrypoint=[argv[0]],
+                init=True,
+                name=f"harness-{self._sid}-x{self._n}",
+                environment=full_env,
+                working_dir=cwd or _WS,
+                user=c.user or "",
+                mounts=self._mounts,
+                tmpfs={"/tmp": tmp},
+                read_only=c.read_only_root,
                 network_mode="host" if c.network == "host" else "none",
                 labels={**self._labels, "harness.role": "exec"},
                 log_config=docker.types.LogConfig(type="none"),
-                security_opt=["no-new-privileges"], stdin_open=stdin is not None, **opts,
+                security_opt=["no-new-privileges"],
+                stdin_open=stdin is not None,
+                **opts,
             )
         self._containers[ctr.id] = ctr
         try:
@@ -638,8 +694,9 @@ class DockerSession:
                 ctr.remove(force=True)
             self._containers.pop(ctr.id, None)
 
-    def _run(self, ctr: Any, argv: tuple[str, ...], limit_s: float, stdin: bytes | None
-             ) -> ExecResult:
+    def _run(
+        self, ctr: Any, argv: tuple[str, ...], limit_s: float, stdin: bytes | None
+    ) -> ExecResult:
         c = self._contract
         params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
         with _engine("attaching to the command container", "start_failed"):
@@ -651,14 +708,20 @@ class DockerSession:
                 ctr.start()
             except docker.errors.APIError as exc:
                 if not _NOT_FOUND.search(str(exc.explanation or exc)):
-                    raise _unavailable("starting the command container", exc, "start_failed"
-                                       ) from exc
+                    raise _unavailable(
+                        "starting the command container", exc, "start_failed"
+                    ) from exc
                 msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
-                return ExecResult(argv=argv, exit_code=127, termination=Termination.EXIT,
-                                  stderr=msg, stderr_total=len(msg), duration_s=0.0)
+                return ExecResult(
+                    argv=argv,
+                    exit_code=127,
+                    termination=Termination.EXIT,
+                    stderr=msg,
+                    stderr_total=len(msg),
+                    duration_s=0.0,
+                )
             except _ENGINE_ERRORS as exc:
-                raise _unavailable("starting the command container", exc, "start_failed"
-                                   ) from exc
+                raise _unavailable("starting the command container", exc, "start_failed") from exc
             t0 = time.monotonic()
             wall0 = time.time()
             out.start()
@@ -673,9 +736,10 @@ class DockerSession:
                 with _engine("waiting for the command", "engine_lost"):
                     ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
             except SandboxUnavailableError as exc:
-                if not isinstance(exc.__cause__, requests.exceptions.ReadTimeout | (
-                        requests.exceptions.ConnectionError)) or (
-                        time.monotonic() - t0 < limit_s - 0.05):
+                if not isinstance(
+                    exc.__cause__,
+                    requests.exceptions.ReadTimeout | (requests.exceptions.ConnectionError),
+                ) or (time.monotonic() - t0 < limit_s - 0.05):
                     raise
                 killed_pids = self._pids_now(ctr)
                 we_killed = True
@@ -698,15 +762,30 @@ class DockerSession:
             code, sig = None, signal.SIGKILL.value
         elif 128 < status <= 192:  # --init reports a child killed by signal N as 128+N
             code, sig = None, status - 128
-        term, bound = self._classify(code, sig, bool(state.get("OOMKilled")), we_killed,
-                                     killed_pids, limit_s, duration, bytes(out.err))
+        term, bound = self._classify(
+            code,
+            sig,
+            bool(state.get("OOMKilled")),
+            we_killed,
+            killed_pids,
+            limit_s,
+            duration,
+            bytes(out.err),
+        )
         if sig is not None and not we_killed and term is not Termination.MEMORY:
             self._check_external_kill(ctr, wall0)
         return ExecResult(
-            argv=argv, exit_code=code, signal=sig, termination=term, bound=bound,
-            stdout=bytes(out.out), stderr=bytes(out.err),
-            stdout_truncated=out.totals[1] > len(out.out), stdout_total=out.totals[1],
-            stderr_truncated=out.totals[2] > len(out.err), stderr_total=out.totals[2],
+            argv=argv,
+            exit_code=code,
+            signal=sig,
+            termination=term,
+            bound=bound,
+            stdout=bytes(out.out),
+            stderr=bytes(out.err),
+            stdout_truncated=out.totals[1] > len(out.out),
+            stdout_total=out.totals[1],
+            stderr_truncated=out.totals[2] > len(out.err),
+            stderr_total=out.totals[2],
             duration_s=duration,
         )
 
@@ -718,18 +797,28 @@ class DockerSession:
         except (KeyError, TypeError, ValueError, *_ENGINE_ERRORS):
             return None
 
-    def _classify(self, code: int | None, sig: int | None, oom: bool, we_killed: bool,
-                  pids_at_kill: float | None, limit_s: float, duration: float, stderr: bytes
-                  ) -> tuple[Termination, Bound | None]:
+    def _classify(
+        self,
+        code: int | None,
+        sig: int | None,
+        oom: bool,
+        we_killed: bool,
+        pids_at_kill: float | None,
+        limit_s: float,
+        duration: float,
+        stderr: bytes,
+    ) -> tuple[Termination, Bound | None]:
         c = self._contract
         if oom and (code != 0 or we_killed):
             return Termination.MEMORY, Bound(kind=Termination.MEMORY, limit=c.memory_mb)
         if we_killed:
             if pids_at_kill is not None and pids_at_kill >= c.pids - 1:
-                return Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids,
-                                               observed=pids_at_kill)
-            return Termination.WALL_CLOCK, Bound(kind=Termination.WALL_CLOCK, limit=limit_s,
-                                                 observed=round(duration, 3))
+                return Termination.PIDS, Bound(
+                    kind=Termination.PIDS, limit=c.pids, observed=pids_at_kill
+                )
+            return Termination.WALL_CLOCK, Bound(
+                kind=Termination.WALL_CLOCK, limit=limit_s, observed=round(duration, 3)
+            )
         if code == 0:
             return Termination.EXIT, None
         if c.cpu_seconds is not None and sig in (signal.SIGXCPU, signal.SIGKILL):
@@ -744,8 +833,11 @@ class DockerSession:
         """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
         with _engine("reading engine events", "engine_lost"):
             stream = self._client.events(
-                since=f"{since - 1:.6f}", until=f"{time.time():.6f}", decode=True,
-                filters={"container": ctr.id, "event": ["kill", "stop"]})
+                since=f"{since - 1:.6f}",
+                until=f"{time.time():.6f}",
+                decode=True,
+                filters={"container": ctr.id, "event": ["kill", "stop"]},
+            )
             try:
                 events = list(stream)
             finally:
@@ -754,7 +846,9 @@ class DockerSession:
             sig = events[0].get("Actor", {}).get("Attributes", {}).get("signal", "?")
             raise SandboxUnavailableError(
                 f"docker: command container {ctr.name} was killed from outside (signal "
-                f"{sig}); the command did not finish on its own", reason="killed_externally")
+                f"{sig}); the command did not finish on its own",
+                reason="killed_externally",
+            )
 
 
 class _Capture:
@@ -815,4 +909,3 @@ def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | Non
     if out is not None and out.mode is not None:
         out = out.replace(mode=out.mode & ~(stat.S_ISUID | stat.S_ISGID), deep=False)
     return out
-

@@ -24,7 +24,9 @@ def _promote_good(project) -> None:
 
 def test_same_system_against_its_baseline_passes(project):
     _promote_good(project)
-    done = harness(project, "run", "--release", "good", "--k", "2", "--baseline", "prod", "--no-report")
+    done = harness(
+        project, "run", "--release", "good", "--k", "2", "--baseline", "prod", "--no-report"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "re-executed baseline agrees with the stored baseline" in done.stdout
     shown = json.loads(harness(project, "show", "--json").stdout)
@@ -34,7 +36,9 @@ def test_same_system_against_its_baseline_passes(project):
 
 def test_a_release_that_breaks_everything_fails_the_gate(project):
     _promote_good(project)
-    done = harness(project, "run", "--release", "bad", "--k", "2", "--baseline", "prod", "--no-report")
+    done = harness(
+        project, "run", "--release", "bad", "--k", "2", "--baseline", "prod", "--no-report"
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL" in done.stdout
     again = harness(project, "gate", "--json")
@@ -54,17 +58,23 @@ def test_flaky_looking_cases_get_extra_trials_per_policy(project):
     shown = json.loads(harness(project, "show", "--json").stdout)
     by_case: dict[str, list[tuple[int, str]]] = {}
     for t in shown["trials"]:
-        by_case.setdefault(t["key"]["case_id"], []).append((t["key"]["trial"], t["verdict"]["outcome"]))
+        by_case.setdefault(t["key"]["case_id"], []).append(
+            (t["key"]["trial"], t["verdict"]["outcome"])
+        )
     for case, trials in by_case.items():
         first = {o for i, o in trials if i < 3}
         expected = 5 if first == {"pass", "fail"} else 3
         assert len(trials) == expected, (case, trials)
-    assert any(len(t) == 5 for t in by_case.values()), "the coin release should look flaky somewhere"
+    assert any(len(t) == 5 for t in by_case.values()), (
+        "the coin release should look flaky somewhere"
+    )
 
 
 def test_sampled_baseline_reexecutes_only_the_sample(project):
     _promote_good(project)
-    (project / "policy.yaml").write_text('version: "1"\nbaseline: {mode: sample, sample_size: 1, seed: 7}\n')
+    (project / "policy.yaml").write_text(
+        'version: "1"\nbaseline: {mode: sample, sample_size: 1, seed: 7}\n'
+    )
     plan = plan_run(load_project(project), "good", 2, baseline="prod")
     per_arm = Counter(s.key.arm for s in plan.specs)
     assert per_arm == {Arm.CANDIDATE: 6, Arm.BASELINE: 2}

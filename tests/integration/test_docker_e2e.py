@@ -32,13 +32,16 @@ def docker_engine() -> None:
 
 
 def _verdicts(root, backend: str, release: str) -> dict[str, str]:
-    done = harness(root, "run", "--release", release, "--k", "2", "--backend", backend, "--no-report")
+    done = harness(
+        root, "run", "--release", release, "--k", "2", "--backend", backend, "--no-report"
+    )
     assert done.returncode in (0, 3), done.stdout + done.stderr
     shown = json.loads(harness(root, "show", "--json").stdout)
     assert shown["release"]["backend"] == backend
     return {
         f"{t['key']['case_id']}#{t['key']['trial']}": t["verdict"]["outcome"]
-        + ":" + str(t["verdict"].get("failure_type"))
+        + ":"
+        + str(t["verdict"].get("failure_type"))
         for t in shown["trials"]
     }
 

@@ -24,8 +24,7 @@ NO_MOUNT = HOST.model_copy(update={"can_mount": False})
 
 
 def _contract(**kw: object) -> PhaseContract:
-    base: dict[str, object] = {"timeout_seconds": 30, "memory_mb": 256, "pids": 64,
-                               "disk_mb": 32}
+    base: dict[str, object] = {"timeout_seconds": 30, "memory_mb": 256, "pids": 64, "disk_mb": 32}
     return PhaseContract.model_validate({**base, **kw})
 
 
@@ -37,7 +36,12 @@ def test_this_host_enforces_everything() -> None:
     assert HOST.bwrap and HOST.cgroups and HOST.can_mount and HOST.root
     plan = plan_isolation(_contract(cpu_seconds=5), HOST)
     assert (plan.network, plan.read_only_root, plan.memory, plan.pids, plan.disk) == (
-        "bwrap", True, "cgroup", "cgroup", "tmpfs")
+        "bwrap",
+        True,
+        "cgroup",
+        "cgroup",
+        "tmpfs",
+    )
     assert plan.cpu == "rlimit+cgroup" and plan.downgraded == ()
 
 
@@ -56,8 +60,7 @@ def test_no_network_isolation_at_all_is_unenforceable() -> None:
     with pytest.raises(ContractUnenforceableError) as err:
         plan_isolation(_contract(read_only_root=False), caps)
     assert err.value.bound == "network"
-    assert plan_isolation(_contract(read_only_root=False, network="host"), caps).network == (
-        "host")
+    assert plan_isolation(_contract(read_only_root=False, network="host"), caps).network == ("host")
 
 
 def test_without_cgroups_pids_is_unenforceable_and_memory_uses_rlimit_as() -> None:
@@ -99,8 +102,10 @@ def test_open_fails_closed_and_reports_downgrades(tmp_path: Path) -> None:
 def test_unshare_fallback_still_denies_network(tmp_path: Path) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    code = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1',{port}),timeout=3)"
-            "\n print('CONNECTED')\nexcept OSError:\n print('DENIED')")
+    code = (
+        f"import socket\ntry:\n socket.create_connection(('127.0.0.1',{port}),timeout=3)"
+        "\n print('CONNECTED')\nexcept OSError:\n print('DENIED')"
+    )
     try:
         sandbox = LocalSandbox(tmp_path, capabilities=NO_BWRAP)
         with sandbox.open(_contract(), label="t", downgrade=frozenset({"read_only_root"})) as s:
@@ -131,8 +136,10 @@ def test_no_cgroup_dirs_left_after_execs_and_close(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_disk_bound_is_a_real_tmpfs_and_reports_disk(tmp_path: Path) -> None:
-    write = ("import os\nfor i in range(20):\n"
-             "    with open(f'f{i}', 'wb') as f: f.write(os.urandom(1 << 20))")
+    write = (
+        "import os\nfor i in range(20):\n"
+        "    with open(f'f{i}', 'wb') as f: f.write(os.urandom(1 << 20))"
+    )
     with LocalSandbox(tmp_path).open(_contract(disk_mb=8), label="t") as s:
         st_ = os.statvfs(s.paths.workspace)
         assert st_.f_blocks * st_.f_frsize == 8 << 20, "session dir is not an 8 MiB tmpfs"
@@ -148,10 +155,12 @@ def test_disk_bound_is_a_real_tmpfs_and_reports_disk(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_cpu_bound_per_process_and_tree_wide(tmp_path: Path) -> None:
     spin = "while True: pass"
-    tree = ("import subprocess, sys\n"
-            "ps = [subprocess.Popen([sys.executable, '-c', 'import time\\n"
-            "t=time.process_time()\\nwhile time.process_time()-t < 0.7: pass'])"
-            " for _ in range(4)]\n[p.wait() for p in ps]")
+    tree = (
+        "import subprocess, sys\n"
+        "ps = [subprocess.Popen([sys.executable, '-c', 'import time\\n"
+        "t=time.process_time()\\nwhile time.process_time()-t < 0.7: pass'])"
+        " for _ in range(4)]\n[p.wait() for p in ps]"
+    )
     with LocalSandbox(tmp_path).open(_contract(cpu_seconds=1), label="t") as s:
         single = s.exec(["python3", "-c", spin])
         spread = s.exec(["python3", "-c", tree])
@@ -169,8 +178,14 @@ def test_host_secrets_absent_and_python_is_the_harness_interpreter(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2-secret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
     with LocalSandbox(tmp_path).open(_contract(), label="t") as s:
-        r = s.exec(["python3", "-c", "import os, sys; print(sorted(os.environ)); "
-                    "print(sys.executable); print(os.environ['HOME'])"])
+        r = s.exec(
+            [
+                "python3",
+                "-c",
+                "import os, sys; print(sorted(os.environ)); "
+                "print(sys.executable); print(os.environ['HOME'])",
+            ]
+        )
     assert r.ok, r
     names, exe, home = r.stdout.decode().splitlines()
     assert "AWS_SECRET_ACCESS_KEY" not in names and "GITHUB_TOKEN" not in names
@@ -213,12 +228,16 @@ def test_paths_outside_and_symlinks_out_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_cgroup_setup_failure_is_sandbox_unavailable(tmp_path: Path) -> None:
-    broken = CgroupDriver(version="v1", bases={"memory": str(tmp_path / "nope"),
-                                               "pids": str(tmp_path / "nope")},
-                          swap_accounted=True)
+    broken = CgroupDriver(
+        version="v1",
+        bases={"memory": str(tmp_path / "nope"), "pids": str(tmp_path / "nope")},
+        swap_accounted=True,
+    )
     sandbox = LocalSandbox(tmp_path, capabilities=HOST.model_copy(update={"cgroups": broken}))
-    with sandbox.open(_contract(), label="t") as s, pytest.raises(
-            SandboxUnavailableError, match="cgroup"):
+    with (
+        sandbox.open(_contract(), label="t") as s,
+        pytest.raises(SandboxUnavailableError, match="cgroup"),
+    ):
         s.exec(["true"])
 
 
@@ -241,8 +260,10 @@ def test_parse_keyed_round_trips(values: dict[str, int]) -> None:
     assert {k: parsed[k] for k in values} == values
 
 
-@given(st.lists(st.sampled_from(["memory", "pids", "cpu,cpuacct", "name=systemd"]),
-                unique=True), st.text(alphabet="abc/", max_size=10))
+@given(
+    st.lists(st.sampled_from(["memory", "pids", "cpu,cpuacct", "name=systemd"]), unique=True),
+    st.text(alphabet="abc/", max_size=10),
+)
 def test_parse_proc_cgroup(controllers: list[str], path: str) -> None:
     lines = [f"{i + 1}:{c}:/{path}" for i, c in enumerate(controllers)] + ["0::/v2"]
     parsed = parse_proc_cgroup("\n".join(lines))
