@@ -1,3 +1,117 @@
-"""harness: golden-set release testing for coding agents."""
+"""harness: golden-set release testing for coding agents.
+
+Execution decides whether work moves: every case runs k times in fresh sandboxes, an
+executable verifier (never the agent) decides each trial, and a promotion policy recorded
+before the first trial compares the candidate with a re-executed baseline.
+
+The names below are the public API. They are loaded on first use, so that
+``import harness`` (and the CLI) stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "ArmData": "harness.stats",
+    "Case": "harness.cases.model",
+    "Decision": "harness.gate",
+    "ExecResult": "harness.sandbox.base",
+    "FakeSandbox": "harness.sandbox.fake",
+    "HarnessError": "harness.errors",
+    "LoadedCase": "harness.cases.load",
+    "LocalSandbox": "harness.sandbox.local",
+    "Outcome": "harness.records",
+    "PhaseContract": "harness.cases.model",
+    "Policy": "harness.policy",
+    "Project": "harness.project",
+    "ReleaseRecord": "harness.records",
+    "RunRecord": "harness.records",
+    "Sandbox": "harness.sandbox.base",
+    "SandboxSession": "harness.sandbox.base",
+    "Store": "harness.store",
+    "Termination": "harness.sandbox.base",
+    "TrialSpec": "harness.trial",
+    "Verdict": "harness.records",
+    "claim_stats": "harness.claims",
+    "decide": "harness.gate",
+    "decide_run": "harness.decision",
+    "judge_verifier": "harness.verify",
+    "load_cases": "harness.cases.load",
+    "load_policy": "harness.policy",
+    "load_project": "harness.project",
+    "pass_at_k": "harness.stats",
+    "pass_hat_k": "harness.stats",
+    "plan_run": "harness.run",
+    "run_trial": "harness.trial",
+    "write_reports": "harness.report",
+}
+
+__all__ = [
+    "ArmData",
+    "Case",
+    "Decision",
+    "ExecResult",
+    "FakeSandbox",
+    "HarnessError",
+    "LoadedCase",
+    "LocalSandbox",
+    "Outcome",
+    "PhaseContract",
+    "Policy",
+    "Project",
+    "ReleaseRecord",
+    "RunRecord",
+    "Sandbox",
+    "SandboxSession",
+    "Store",
+    "Termination",
+    "TrialSpec",
+    "Verdict",
+    "__version__",
+    "claim_stats",
+    "decide",
+    "decide_run",
+    "judge_verifier",
+    "load_cases",
+    "load_policy",
+    "load_project",
+    "pass_at_k",
+    "pass_hat_k",
+    "plan_run",
+    "run_trial",
+    "write_reports",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover
+    from harness.cases.load import LoadedCase, load_cases
+    from harness.cases.model import Case, PhaseContract
+    from harness.claims import claim_stats
+    from harness.decision import decide_run
+    from harness.errors import HarnessError
+    from harness.gate import Decision, decide
+    from harness.policy import Policy, load_policy
+    from harness.project import Project, load_project
+    from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict
+    from harness.report import write_reports
+    from harness.run import plan_run
+    from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, Termination
+    from harness.sandbox.fake import FakeSandbox
+    from harness.sandbox.local import LocalSandbox
+    from harness.stats import ArmData, pass_at_k, pass_hat_k
+    from harness.store import Store
+    from harness.trial import TrialSpec, run_trial
+    from harness.verify import judge_verifier
