@@ -67,6 +67,24 @@ PROJECT = textwrap.dedent(
       bad:
         agent: {adapter: simulated, simulated: {skill: {default: 0.0}, overclaim: 1.0}}
         components: {model: demo}
+      tamper:
+        agent:
+          adapter: command
+          command:
+            - sh
+            - -c
+            - |
+              cd "$HARNESS_WORKSPACE"
+              mkdir -p reports
+              printf '<testsuite tests="1"><testcase classname="tests.hidden" name="test_add"/></testsuite>' > reports/junit.xml
+              printf 'import sys\\nsys.exit(0)\\n' > verify_hidden.py
+              echo yes > PASSED
+              printf 'import sys\\nsys.exit(0)\\n' > {project}/cases/add-0/hidden/verify_hidden.py 2>/dev/null
+              printf '{"status": "submitted", "claimed_success": true}' > "$HARNESS_RESULT"
+              true
+      sleepy:
+        agent: {adapter: command, command: [sh, -c, "sleep 8; true"]}
+        retry: {infra_retries: 0}
       learner:
         agent: {adapter: simulated, simulated: {skill: {default: 0.3}, learns_from_feedback: 1.0}}
         retry: {max_attempts: 2}

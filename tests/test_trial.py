@@ -211,3 +211,25 @@ def test_hidden_test_names_and_contents_never_reach_the_agent(make_case, make_sp
 def test_declared_hidden_diagnostics_channel_does_reach_the_agent(make_case, make_spec):
     text = _feedback_texts(make_case, make_spec, "feedback: {hidden_diagnostics: true}\n")
     assert "tests.test_hidden::test_answer" in text
+
+
+def test_public_feedback_channel_runs_without_hidden_files(make_case, make_spec):
+    extra = "feedback: {public_command: [run-public-tests]}\n"
+    seen: dict[str, bool] = {}
+
+    def handler(call: ExecCall) -> ExecResult:
+        if "--agent" in call.label:
+            _learning_agent(call)
+            return exited(call.argv, 0)
+        if "--feedback" in call.label:
+            seen["hidden_present"] = (call.workspace / "tests" / "test_hidden.py").exists()
+            return exited(call.argv, 1, stdout=b"FAILED tests/test_public.py::test_add - 43 != 42\n")
+        return _honest_verifier(call)
+
+    sandbox = FakeSandbox(handler)
+    out = run_trial(make_spec(make_case(extra), retry=RetryPolicy(max_attempts=2)), sandbox)
+    assert seen == {"hidden_present": False}
+    package = json.loads(out.blobs[out.record.attempts[1].feedback_blob])
+    assert package["public"]["command"] == ["run-public-tests"]
+    assert "test_public.py::test_add" in package["public"]["excerpt"]
+    assert "SECRET_HIDDEN_TEST_BODY" not in json.dumps(package)

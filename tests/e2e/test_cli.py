@@ -172,3 +172,18 @@ def test_correction_attempts_resolve_more_trials_with_visible_lineage(project):
         assert t["stop_reason"] in {"passed", "attempt_limit", "identical_failure"}
     table = harness(project, "show").stdout
     assert "fail(test_failure) → pass" in table
+
+
+def test_a_tampering_agent_cannot_change_its_verdict(project):
+    hidden = project / "cases" / "add-0" / "hidden" / "verify_hidden.py"
+    before = hidden.read_bytes()
+    harness(project, "run", "--release", "tamper", "--k", "1", "--no-report")
+    assert hidden.read_bytes() == before, "writes outside the workspace must fail"
+    shown = json.loads(harness(project, "show", "--json").stdout)
+    assert len(shown["trials"]) == 3
+    for t in shown["trials"]:
+        attempt = t["attempts"][0]
+        assert attempt["claim"]["claimed_success"] is True
+        assert t["verdict"]["outcome"] == "fail", t["verdict"]
+        assert t["verdict"]["failure_type"] == "test_failure"
+        assert len(attempt["tampering"]) == 2  # shipped report removed, hidden path overwritten

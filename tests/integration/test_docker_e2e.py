@@ -61,3 +61,48 @@ def test_same_verdicts_on_docker_and_local(docker_engine, tmp_path, release):
     shown = json.loads(harness(root, "show", "--json").stdout)
     assert set(shown["release"]["system"]["case_images"]) == {"add-0", "add-1"}
     assert all(t["attempts"][0]["verifier"]["image_id"] for t in shown["trials"])
+
+
+def test_container_killed_from_outside_mid_trial_blocks_the_run(docker_engine, tmp_path):
+    import threading
+    import time
+
+    from harness.sandbox.docker import connect
+
+    root = make_project(tmp_path / "proj", n_cases=1)
+    assert harness(root, "cases", "lock").returncode == 0
+    client = connect()
+    killed: list[str] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        while not stop.is_set() and not killed:
+            for c in client.containers.list(filters={"label": "harness.role=exec"}):
+                if "sleep" in " ".join(c.attrs.get("Args", [])) or "sleep" in str(
+                    c.attrs["Config"].get("Cmd")
+                ):
+                    time.sleep(1.0)
+                    c.kill()
+                    killed.append(c.name)
+                    break
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        done = harness(
+            root, "run", "--release", "sleepy", "--k", "1", "--backend", "docker", "--no-report"
+        )
+    finally:
+        stop.set()
+        thread.join(10)
+        client.close()
+    assert killed, "the test must have killed a running agent container"
+    assert done.returncode == 4, done.stdout + done.stderr
+    shown = json.loads(harness(root, "show", "--json").stdout)
+    [trial] = shown["trials"]
+    assert trial["verdict"]["outcome"] == "infra_error"
+    assert (
+        "kill" in trial["verdict"]["reason"].lower()
+        or "outside" in trial["verdict"]["reason"].lower()
+    )
