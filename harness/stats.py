@@ -248,7 +248,9 @@ def _mean_ci(values: Sequence[float], level: float) -> MeanCI:
         return MeanCI(n_cases=n, mean=mean, ci_low=None, ci_high=None, level=level)
     se = float(arr.std(ddof=1)) / math.sqrt(n)
     half = _t_ppf(0.5 + level / 2, n - 1) * se
-    return MeanCI(n_cases=n, mean=mean, ci_low=mean - half, ci_high=mean + half, level=level)
+    # Every averaged quantity is a proportion: the interval is clipped to [0, 1].
+    low, high = max(0.0, mean - half), min(1.0, mean + half)
+    return MeanCI(n_cases=n, mean=mean, ci_low=low, ci_high=high, level=level)
 
 
 class ArmSummary(_Frozen):

@@ -168,6 +168,7 @@ def test_summarize_arm_means_ci_and_spread() -> None:
     assert s.cases_with_data == 4 and s.n_cases == 5
     assert s.pass_rate.mean == pytest.approx(np.mean(rates))
     lo, hi = sps.t.interval(0.95, 3, loc=np.mean(rates), scale=sps.sem(rates))
+    lo, hi = max(0.0, lo), min(1.0, hi)  # proportions: clipped to [0, 1]
     assert (s.pass_rate.ci_low, s.pass_rate.ci_high) == (pytest.approx(lo), pytest.approx(hi))
     assert s.pass_hat_k.n_cases == 3  # "d" has n = 1 < k
     assert s.pass_hat_k.mean == pytest.approx((1 + 0 + 0) / 3)
@@ -290,7 +291,9 @@ def test_poisson_binomial_matches_brute_force(q: list[float]) -> None:
     assert poisson_binomial_pmf(q) == pytest.approx(brute, abs=1e-12)
 
 
-@given(st.integers(0, 40), st.floats(0, 1, allow_subnormal=False))
+# scipy's binom.pmf (the oracle) overflows for q at the bottom of the normal range
+# (~2.2e-308), so the oracle is asked only about q = 0 or q >= 1e-300.
+@given(st.integers(0, 40), st.one_of(st.just(0.0), st.floats(1e-300, 1)))
 def test_poisson_binomial_equal_probabilities_is_binomial(n: int, q: float) -> None:
     pmf = poisson_binomial_pmf([q] * n)
     assert pmf == pytest.approx(sps.binom.pmf(range(n + 1), n, q).tolist(), abs=1e-10)

@@ -223,7 +223,9 @@ def test_public_feedback_channel_runs_without_hidden_files(make_case, make_spec)
             return exited(call.argv, 0)
         if "--feedback" in call.label:
             seen["hidden_present"] = (call.workspace / "tests" / "test_hidden.py").exists()
-            return exited(call.argv, 1, stdout=b"FAILED tests/test_public.py::test_add - 43 != 42\n")
+            return exited(
+                call.argv, 1, stdout=b"FAILED tests/test_public.py::test_add - 43 != 42\n"
+            )
         return _honest_verifier(call)
 
     sandbox = FakeSandbox(handler)
