@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -20,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import ConfigError, StoreError
 from harness.project import Release
-from harness.records import ReleaseRecord, RunRecord
+from harness.records import PhaseRecord, ReleaseRecord, RunRecord
 from harness.store import Store
 
-__all__ = ["Baseline", "BaselineFile", "load_baseline", "promote"]
+__all__ = ["Baseline", "BaselineFile", "load_baseline", "portable", "promote"]
 
 
 class BaselineFile(BaseModel):
@@ -52,6 +53,41 @@ class Baseline:
         return Release.model_validate(
             {"agent": sysdef["agent"], "components": sysdef["components"], "retry": sysdef["retry"]}
         )
+
+
+_SESSION = re.compile(r"(/[^\s'\"]*)?/harness-[A-Za-z0-9._-]+/")
+
+
+def _phase(phase: PhaseRecord | None) -> PhaseRecord | None:
+    if phase is None:
+        return None
+    argv = tuple(_SESSION.sub("$SANDBOX/", a) for a in phase.argv)
+    return phase.model_copy(
+        update={"argv": argv, "excerpt": "", "stdout_blob": None, "stderr_blob": None}
+    )
+
+
+def portable(rec: RunRecord) -> RunRecord:
+    """A run record fit for git: verdicts and evidence shape, no host output or paths.
+
+    Output excerpts (which quote host paths) and blob addresses (which point into a
+    local store that is not in git) are dropped; sandbox session paths in argv become
+    ``$SANDBOX``. Verdicts, failure types, reasons, checks, claims and candidate
+    identities are kept: they are what the gate compares.
+    """
+    attempts = tuple(
+        a.model_copy(
+            update={
+                "agent": _phase(a.agent),
+                "verifier": _phase(a.verifier),
+                "diff_blob": None,
+                "candidate_blob": None,
+                "feedback_blob": None,
+            }
+        )
+        for a in rec.attempts
+    )
+    return rec.model_copy(update={"attempts": attempts})
 
 
 def promote(
@@ -89,7 +125,9 @@ def promote(
         bf = BaselineFile(name=name, promoted_at=dt.datetime.now(dt.UTC), release=release)
         (tmp / "baseline.json").write_text(bf.model_dump_json(indent=2))
         for rec in records:
-            (tmp / "records" / f"{rec.key.slug()}.json").write_text(rec.model_dump_json(indent=2))
+            (tmp / "records" / f"{rec.key.slug()}.json").write_text(
+                portable(rec).model_dump_json(indent=2)
+            )
         baselines_dir.mkdir(parents=True, exist_ok=True)
         if dest.exists():
             shutil.rmtree(dest)

@@ -20,6 +20,9 @@ def _promote_good(project) -> None:
     done = harness(project, "baseline", "promote", "latest", "--name", "prod")
     assert done.returncode == 0, done.stderr
     assert (project / "baselines" / "prod" / "baseline.json").is_file()
+    for f in (project / "baselines" / "prod").rglob("*.json"):
+        text = f.read_text()
+        assert "/harness-" not in text and str(project) not in text, f"host path in {f}"
 
 
 def test_same_system_against_its_baseline_passes(project):
