@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from harness.digest import tree_digest
 from harness.errors import ConfigError, StoreError
 from harness.project import Release
 from harness.records import PhaseRecord, ReleaseRecord, RunRecord
@@ -45,6 +46,8 @@ class Baseline:
 
     file: BaselineFile
     records: list[RunRecord]
+    digest: str
+    """Tree digest of the baseline folder: a re-promoted baseline is a different one."""
 
     @property
     def release_definition(self) -> Release:
@@ -161,4 +164,4 @@ def load_baseline(baselines_dir: Path, name: str) -> Baseline:
         ]
     except (ValidationError, json.JSONDecodeError) as exc:
         raise ConfigError(f"baseline is malformed: {exc}", file=path) from None
-    return Baseline(file=bf, records=records)
+    return Baseline(file=bf, records=records, digest=tree_digest(folder))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.baseline import load_baseline
-from harness.errors import InvalidRunError
+from harness.errors import ConfigError, InvalidRunError
 from harness.exitcodes import ExitCode, for_verdict
 from harness.gate import Decision, decide
 from harness.policy import Policy, load_policy, verify_policy
@@ -194,6 +194,13 @@ def decide_run(
     if record.baseline is not None:
         base = _arm(trials, Arm.BASELINE, record.k, record.baseline, judgment)
         bl = load_baseline(project.baselines_dir, record.baseline)
+        if record.baseline_digest is not None and bl.digest != record.baseline_digest:
+            raise ConfigError(
+                f"baseline {record.baseline!r} changed after the run started (recorded "
+                f"{record.baseline_digest[7:19]}, now {bl.digest[7:19]}): the stored reference "
+                "this run was planned against is gone; restore it or start a new run",
+                file=project.baselines_dir / record.baseline / "baseline.json",
+            )
         same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
         dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
         if dropped:

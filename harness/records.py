@@ -216,6 +216,8 @@ class ReleaseRecord(_Frozen):
     """Bounds the user explicitly allowed the backend not to enforce."""
     baseline: str | None = None
     baseline_system_digest: str | None = None
+    baseline_digest: str | None = None
+    """Tree digest of the stored baseline folder the run compares against."""
     policy_digest: str | None = None
     policy: dict[str, Any] | None = None
     policy_file_digest: str | None = None

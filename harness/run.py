@@ -141,6 +141,7 @@ def plan_run(
         "downgrade": sorted(downgrade),
         "baseline": baseline,
         "baseline_system_digest": base_digest,
+        "baseline_digest": base.digest if base is not None else None,
         "policy_digest": pol_digest,
     }
     run_id = f"{release_name}-{short(digest_json(identity), 10)}"
@@ -165,6 +166,7 @@ def plan_run(
         downgrade=tuple(sorted(downgrade)),
         baseline=baseline,
         baseline_system_digest=base_digest,
+        baseline_digest=base.digest if base is not None else None,
         policy_digest=pol_digest,
         policy=pol,
         policy_file_digest=pol_file,

@@ -81,3 +81,20 @@ def test_sampled_baseline_reexecutes_only_the_sample(project):
     plan = plan_run(load_project(project), "good", 2, baseline="prod")
     per_arm = Counter(s.key.arm for s in plan.specs)
     assert per_arm == {Arm.CANDIDATE: 6, Arm.BASELINE: 2}
+
+
+def test_gate_refuses_when_the_stored_baseline_was_replaced(project):
+    _promote_good(project)
+    done = harness(
+        project, "run", "--release", "good", "--k", "2", "--baseline", "prod", "--no-report"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = json.loads(harness(project, "show", "--json").stdout)["release"]["run_id"]
+    assert harness(project, "run", "--release", "bad", "--k", "1", "--no-report").returncode == 0
+    assert (
+        harness(project, "baseline", "promote", "latest", "--name", "prod", "--force").returncode
+        == 0
+    )
+    refused = harness(project, "gate", run_id)
+    assert refused.returncode == 2
+    assert "changed after the run started" in refused.stderr
