@@ -71,7 +71,7 @@ def _phase(phase: PhaseRecord | None) -> PhaseRecord | None:
 
 
 def portable(rec: RunRecord) -> RunRecord:
-    """A run record fit for git: verdicts and evidence shape, no host output or paths.
+    """Return a run record fit for git: verdicts and evidence, no host output or paths.
 
     Output excerpts (which quote host paths) and blob addresses (which point into a
     local store that is not in git) are dropped; sandbox session paths in argv become
