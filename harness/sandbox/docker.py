@@ -143,6 +143,21 @@ def connect(timeout: float = 60.0) -> Any:
         SandboxUnavailableError: the engine cannot be reached (reason ``engine_unreachable``).
 
     """
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        # Probe the socket ourselves: the SDK leaks its socket when the connect fails.
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(min(timeout, 5.0))
+            probe.connect(host[len("unix://") :])
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"docker: cannot reach the engine at {host} ({exc.strerror or exc}); "
+                "is dockerd running? (ci/docker-up.sh starts one)",
+                reason="engine_unreachable",
+            ) from None
+        finally:
+            probe.close()
     with _engine(
         "connecting to the engine (is dockerd running? DOCKER_HOST?)", "engine_unreachable"
     ):
