@@ -30,8 +30,9 @@ from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
 from harness.errors import EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
-from harness.project import Release
+from harness.project import AgentSpec, Release
 from harness.records import (
+    Arm,
     AttemptRecord,
     FailureType,
     Outcome,
@@ -44,7 +45,7 @@ from harness.sandbox.base import ExecResult, Sandbox, SandboxSession
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
-__all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception"]
+__all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception", "verify_tree"]
 
 _RESULT_LIMIT = 1 << 20
 _ARTIFACT_LIMIT = 32 << 20
@@ -242,6 +243,36 @@ def _verifier_phase(
         }
         record = _phase_record("verifier", res, v, ctx.blobs)
     return record, judge_verifier(res, case.verifier, artifacts), tampering
+
+
+def verify_tree(
+    lc: LoadedCase,
+    sandbox: Sandbox,
+    tree: Path,
+    *,
+    label: str,
+    downgrade: frozenset[str] = frozenset(),
+) -> Verdict:
+    """Run ``lc``'s verifier on ``tree`` in a fresh sandbox and judge it (no agent phase).
+
+    Used by ``harness cases validate`` for the red/green proof; raises what the sandbox
+    raises (callers map it with :func:`verdict_from_exception`).
+    """
+    spec = TrialSpec(
+        key=TrialKey(
+            arm=Arm.CANDIDATE, release=label, case_id=lc.id, case_version=lc.version, trial=0
+        ),
+        project_root="",
+        case_dir=str(lc.dir),
+        case_digest=lc.digest,
+        release=Release(agent=AgentSpec(adapter="replay")),
+        system_digest="",
+        backend=getattr(sandbox, "name", ""),
+        downgrade=downgrade,
+    )
+    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
+        ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
+        return _verifier_phase(ctx, 1, tree)[1]
 
 
 def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[str, object] | None:

@@ -15,11 +15,10 @@ from pathlib import Path
 
 from harness import _proc
 from harness.cases.load import LoadedCase
-from harness.digest import tree_manifest
 from harness.errors import CaseError
 from harness.records import Outcome, Verdict
 from harness.sandbox.base import Sandbox
-from harness.trial import _Blobs, _Context, _verifier_phase, verdict_from_exception
+from harness.trial import verdict_from_exception, verify_tree
 from harness.workspace import materialize
 
 __all__ = ["ValidationResult", "apply_patch", "validate_case", "validate_cases"]
@@ -54,34 +53,12 @@ def apply_patch(patch: Path, tree: Path) -> None:
 
 
 def _verify(
-    lc: LoadedCase, sandbox: Sandbox, tree: Path, tmp: Path, tag: str, downgrade: frozenset[str]
+    lc: LoadedCase, sandbox: Sandbox, tree: Path, tag: str, downgrade: frozenset[str]
 ) -> Verdict:
-    from harness.project import AgentSpec, Release
-    from harness.records import Arm, TrialKey
-    from harness.trial import TrialSpec
-
-    spec = TrialSpec(
-        key=TrialKey(
-            arm=Arm.CANDIDATE,
-            release=f"validate-{tag}",
-            case_id=lc.id,
-            case_version=lc.version,
-            trial=0,
-        ),
-        project_root="",
-        case_dir=str(lc.dir),
-        case_digest=lc.digest,
-        release=Release(agent=AgentSpec(adapter="replay")),
-        system_digest="",
-        backend="",
-        downgrade=downgrade,
-    )
-    ctx = _Context(spec, lc, sandbox, tmp, tree, tree_manifest(tree), _Blobs())
     try:
-        _, verdict, _ = _verifier_phase(ctx, 1 if tag == "red" else 2, tree)
+        return verify_tree(lc, sandbox, tree, label=f"validate-{tag}", downgrade=downgrade)
     except Exception as exc:
         return verdict_from_exception(exc)
-    return verdict
 
 
 def validate_case(
@@ -105,8 +82,8 @@ def validate_case(
             apply_patch(lc.path(case.reference.patch), green_tree)
         except CaseError as exc:
             return ValidationResult(lc.id, "broken", None, None, str(exc))
-        red = _verify(lc, sandbox, red_tree, tmp, "red", downgrade)
-        green = _verify(lc, sandbox, green_tree, tmp, "green", downgrade)
+        red = _verify(lc, sandbox, red_tree, "red", downgrade)
+        green = _verify(lc, sandbox, green_tree, "green", downgrade)
     problems = []
     if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
         Outcome.INFRA_ERROR,

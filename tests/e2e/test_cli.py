@@ -187,3 +187,14 @@ def test_a_tampering_agent_cannot_change_its_verdict(project):
         assert t["verdict"]["outcome"] == "fail", t["verdict"]
         assert t["verdict"]["failure_type"] == "test_failure"
         assert len(attempt["tampering"]) == 2  # shipped report removed, hidden path overwritten
+
+
+def test_cases_validate_proves_red_and_green_and_flags_a_verifier_that_cannot_go_red(project):
+    ok = harness(project, "cases", "validate", "--case", "add-0")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "✓ add-0" in ok.stdout
+    hidden = project / "cases" / "add-1" / "hidden" / "verify_hidden.py"
+    hidden.write_text(hidden.read_text().replace("ok = add(2, 2) == 4", "ok = True"))
+    broken = harness(project, "cases", "validate", "--case", "add-1")
+    assert broken.returncode == 2
+    assert "cannot go red" in broken.stdout
