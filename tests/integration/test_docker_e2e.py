@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 import pytest
 from support import harness, make_project
@@ -106,3 +107,44 @@ def test_container_killed_from_outside_mid_trial_blocks_the_run(docker_engine, t
         "kill" in trial["verdict"]["reason"].lower()
         or "outside" in trial["verdict"]["reason"].lower()
     )
+
+
+def test_sigkilled_run_leaves_no_containers_once_the_next_run_starts(docker_engine, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from harness.sandbox.docker import connect
+
+    root = make_project(tmp_path / "proj", n_cases=1)
+    assert harness(root, "cases", "lock").returncode == 0
+    client = connect()
+    try:
+        argv = [sys.executable, "-m", "harness.cli", "run", "--release", "sleepy", "--k", "1"]
+        proc = subprocess.Popen(
+            [*argv, "--backend", "docker", "--no-report"],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+        def mine() -> list[object]:
+            return client.containers.list(
+                all=True, filters={"label": f"harness.owner={socket.gethostname()}:{proc.pid}"}
+            )
+
+        deadline = time.monotonic() + 120
+        while not mine() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert mine(), "the run must have started containers before it is killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert mine(), "a killed run leaves its containers behind until someone sweeps"
+        done = harness(root, "run", "--release", "good", "--k", "1", "--backend", "docker")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "leftover sandbox" in done.stderr
+        assert mine() == []
+    finally:
+        client.close()
