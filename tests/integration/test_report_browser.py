@@ -165,3 +165,50 @@ def test_report_opens_sorts_filters_and_shows_evidence_as_text(tmp_path: Path) -
             assert all(re.match(r"^(file|data|about):", u) for u in requests), requests
         finally:
             browser.close()
+
+
+def test_bundled_example_report_from_a_real_run_opens_cleanly(tmp_path: Path) -> None:
+    """The bundled golden set, run for real (k=1) against its stored baseline, then opened."""
+    import shutil
+    import subprocess
+    import sys
+
+    sync_playwright = _chromium()
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp_path / "example"
+    root.mkdir()
+    for name in ("harness.yaml", "policy.yaml"):
+        shutil.copy2(repo / name, root / name)
+    for name in ("cases", "orchestration", "baselines"):
+        shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--release", "candidate", "--k", "1",
+         "--baseline", "production-previous"],
+        cwd=root, capture_output=True, text=True, env=env, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
+    [report] = list((root / "reports").glob("*/index.html"))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            problems: list[str] = []
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on(
+                "console",
+                lambda m: problems.append(m.text) if m.type in ("error", "warning") else None,
+            )
+            page.goto(report.as_uri())
+            verdict = page.locator("#decision .verdict").inner_text().lower()
+            assert verdict in {"pass", "warn", "fail"}
+            assert verdict.upper() in done.stdout
+            assert page.locator("#cases tbody tr").count() == 8  # the scored exec cases
+            assert "readme-cli-docs" in page.content()  # the judgment lane, listed apart
+            page.fill("#q", "report-json")
+            assert page.locator("#shown").inner_text() == "1 of 8 cases"
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "bundled-report.png"), full_page=False)
+            assert problems == []
+        finally:
+            browser.close()
