@@ -254,7 +254,14 @@ def test_codegen_case_rejects_a_hand_edited_generated_file(tmp_path: Path) -> No
 
 def test_harness_yaml_releases_point_at_real_cases() -> None:
     project_file, _ = load_model(ROOT / "harness.yaml", ProjectFile)
-    assert set(project_file.releases) == {"production-previous", "candidate"}
+    assert set(project_file.releases) == {
+        "production-previous",
+        "candidate",
+        "candidate-single-attempt",
+    }
+    single = project_file.releases["candidate-single-attempt"]
+    assert single.retry.max_attempts == 1
+    assert single.agent == project_file.releases["candidate"].agent, "same agent, no retries"
     assert project_file.cases_dir == "cases" and project_file.task_set == "golden"
     skills = {}
     for name, release in project_file.releases.items():

@@ -32,24 +32,23 @@ workspace is gone) or an engine that went away mid-command raise
 :class:`~harness.errors.SandboxUnavailableError`: an ``infra_error``, never a ``fail``.
 Exit statuses are reported as the engine gives them (``--init`` reports a child killed by
 signal ``N`` as ``128+N``; the engine cannot tell that apart from ``exit(128+N)``).
+
+Engine-level helpers (:func:`connect`, :func:`find_image`, :func:`engine_errors`,
+:func:`prune`) live in :mod:`harness.sandbox._docker_engine`, the attach-stream reader and
+tar helpers in :mod:`harness.sandbox._docker_io`; this module re-exports the public names.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import io
 import math
 import os
 import re
 import signal
 import socket
-import stat
-import tarfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -57,10 +56,24 @@ import docker
 import docker.errors
 import docker.types
 import requests.exceptions
-from pydantic import BaseModel, ConfigDict
 
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
+from harness.sandbox._docker_engine import (
+    _ENGINE_ERRORS,
+    DEFAULT_IMAGE,
+    LABEL,
+    SEED_LABEL,
+    PruneReport,
+    _engine,
+    _unavailable,
+    connect,
+    engine_errors,
+    find_image,
+    prune,
+)
+from harness.sandbox._docker_engine import _created as _created  # tests import it here
+from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
 from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
 
 __all__ = [
@@ -76,10 +89,6 @@ __all__ = [
     "prune",
 ]
 
-DEFAULT_IMAGE = "harness-base:bookworm"
-LABEL = "harness.managed"
-SEED_LABEL = "harness.seed"
-"""Image label naming a folder copied into a fresh session's workspace (case images)."""
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
@@ -96,162 +105,6 @@ _NOT_FOUND = re.compile(
     r"permission denied",
     re.I,
 )
-_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
-
-
-def _unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
-    msg = str(getattr(exc, "explanation", None) or exc).strip() or type(exc).__name__
-    return SandboxUnavailableError(f"docker: {what}: {msg}", reason=reason)
-
-
-@contextlib.contextmanager
-def _engine(what: str, reason: str = "engine_error") -> Iterator[None]:
-    """Translate every foreign engine exception into SandboxUnavailableError (one boundary)."""
-    try:
-        yield
-    except docker.errors.ImageNotFound as exc:
-        raise _unavailable(what, exc, "image_missing") from exc
-    except docker.errors.NotFound as exc:
-        raise _unavailable(what, exc, "container_gone") from exc
-    except (requests.exceptions.ConnectionError, ConnectionError) as exc:
-        raise _unavailable(what, exc, "engine_unreachable") from exc
-    except _ENGINE_ERRORS as exc:
-        raise _unavailable(what, exc, reason) from exc
-
-
-engine_errors = _engine
-
-
-def find_image(client: Any, ref: str) -> Any | None:
-    """Return the local image ``ref``, or ``None`` when the engine does not have it.
-
-    Raises:
-        SandboxUnavailableError: the engine cannot be asked.
-
-    """
-    with _engine(f"looking up image {ref!r}", "engine_error"):
-        try:
-            return client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            return None
-
-
-def connect(timeout: float = 60.0) -> Any:
-    """Return a docker client from the environment (``DOCKER_HOST`` etc.), checked alive.
-
-    Raises:
-        SandboxUnavailableError: the engine cannot be reached (reason ``engine_unreachable``).
-
-    """
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://"):
-        # Probe the socket ourselves: the SDK leaks its socket when the connect fails.
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.settimeout(min(timeout, 5.0))
-            probe.connect(host[len("unix://") :])
-        except OSError as exc:
-            raise SandboxUnavailableError(
-                f"docker: cannot reach the engine at {host} ({exc.strerror or exc}); "
-                "is dockerd running? (ci/docker-up.sh starts one)",
-                reason="engine_unreachable",
-            ) from None
-        finally:
-            probe.close()
-    with _engine(
-        "connecting to the engine (is dockerd running? DOCKER_HOST?)", "engine_unreachable"
-    ):
-        client = docker.from_env(timeout=int(timeout))
-        try:
-            client.ping()
-        except BaseException:
-            client.close()
-            raise
-        return client
-
-
-class PruneReport(BaseModel):
-    """What :func:`prune` removed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    containers: tuple[str, ...] = ()
-    """Names of removed containers."""
-    volumes: tuple[str, ...] = ()
-    """Names of removed volumes."""
-
-
-def _created(text: str) -> float:
-    """Parse the engine's RFC 3339 timestamps (nanoseconds, ``Z``) into epoch seconds."""
-    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", text)
-    if not m:
-        return 0.0
-    frac = float(m.group(2) or 0.0)
-    tz = m.group(3) or "Z"
-    stamp = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz))
-    return stamp.timestamp() + frac
-
-
-def _owner_dead(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def prune(
-    client: Any | None = None,
-    older_than: float | dt.timedelta | None = None,
-    *,
-    orphans_only: bool = False,
-    run_id: str | None = None,
-) -> PruneReport:
-    """Remove harness-labelled containers and volumes left behind (``harness sandbox prune``).
-
-    ``older_than`` (seconds or a timedelta) keeps anything younger; ``orphans_only`` removes
-    only what belongs to a dead ``harness`` process on this host (safe at the start of a run
-    while other runs are alive); ``run_id`` limits the sweep to one run's objects. With none
-    of these, every harness-labelled object goes.
-
-    Raises:
-        SandboxUnavailableError: the engine cannot be reached or refuses the removal.
-
-    """
-    client = client if client is not None else connect()
-    age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
-    now = time.time()
-
-    def doomed(labels: Mapping[str, str], created: str) -> bool:
-        if age is not None and now - _created(created) < age:
-            return False
-        return not orphans_only or _owner_dead(labels.get("harness.owner", ""))
-
-    flt = {"label": [f"{LABEL}=1", *([f"harness.run={run_id}"] if run_id else [])]}
-    gone_c: list[str] = []
-    gone_v: list[str] = []
-    with _engine("pruning harness containers"):
-        for c in client.containers.list(all=True, filters=flt):
-            if doomed(c.labels, c.attrs.get("Created", "")):
-                with contextlib.suppress(docker.errors.NotFound):
-                    c.remove(force=True)
-                    gone_c.append(c.name)
-        for v in client.volumes.list(filters=flt):
-            if doomed(v.attrs.get("Labels") or {}, v.attrs.get("CreatedAt", "")):
-                try:
-                    v.remove(force=True)
-                    gone_v.append(v.name)
-                except docker.errors.NotFound:
-                    pass
-                except docker.errors.APIError as exc:
-                    if exc.status_code != 409:  # 409: still in use by a live session
-                        raise
-    return PruneReport(containers=tuple(sorted(gone_c)), volumes=tuple(sorted(gone_v)))
 
 
 class DockerSandbox:
@@ -544,18 +397,7 @@ class DockerSession:
         target = self._inside(str(PurePosixPath(_WS) / dest))
         rel = PurePosixPath(target).relative_to(_WS)
         uid, gid = self._owner()
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            _add_parents(tar, rel, uid, gid)
-            for entry in sorted(src.rglob("*")):
-                info = tar.gettarinfo(str(entry), str(rel / entry.relative_to(src).as_posix()))
-                info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
-                if info.isreg():
-                    with entry.open("rb") as fh:
-                        tar.addfile(info, fh)
-                elif info.isdir() or info.issym():
-                    tar.addfile(info)
-        self._put(_WS, buf.getvalue(), f"put_tree {src}")
+        self._put(_WS, _pack_tree(src, rel, uid, gid), f"put_tree {src}")
 
     def _put(self, at: str, data: bytes, what: str) -> None:
         self._holder_alive(what)
@@ -572,35 +414,14 @@ class DockerSession:
         with _engine("get_tree", "transfer_failed"):
             stream, _ = self._holder.get_archive(_WS)
             data = b"".join(stream)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = []
-            for m in tar.getmembers():
-                parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
-                if not parts or not (m.isreg() or m.isdir() or m.issym()):
-                    continue
-                m.name = str(PurePosixPath(*parts))
-                members.append(m)
-            tar.extractall(dest, members=members, filter=_extract_filter)
+        _unpack_tree(data, dest)
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write ``data`` at absolute ``path`` under the workspace or io folder."""
         p = PurePosixPath(self._inside(path))
         root = PurePosixPath(_IO if PurePosixPath(_IO) in p.parents else _WS)
         uid, gid = self._owner()
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            rel = p.relative_to(root)
-            _add_parents(tar, rel.parent, uid, gid)
-            info = tarfile.TarInfo(str(rel))
-            info.size, info.mode, info.uid, info.gid, info.mtime = (
-                len(data),
-                0o644,
-                uid,
-                gid,
-                int(time.time()),
-            )
-            tar.addfile(info, io.BytesIO(data))
-        self._put(str(root), buf.getvalue(), f"write_file {path}")
+        self._put(str(root), _pack_file(p.relative_to(root), data, uid, gid), f"write_file {path}")
 
     def read_file(
         self, path: str, limit: int | None = None, *, _root_ok: bool = False
@@ -617,12 +438,7 @@ class DockerSession:
                 self._holder_alive(f"read_file {path}")
                 return None
             raise
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            first = tar.next()
-            if first is None or not first.isreg():
-                return None
-            fh = tar.extractfile(first)
-            return None if fh is None else (fh.read() if limit is None else fh.read(limit))
+        return _first_file(data, limit)
 
     def remove(self, path: str) -> None:
         """Remove a file or tree at ``path`` (inside the holder, via ``rm -rf``)."""
@@ -864,63 +680,3 @@ class DockerSession:
                 f"{sig}); the command did not finish on its own",
                 reason="killed_externally",
             )
-
-
-class _Capture:
-    """Demultiplex the engine's attach stream, keeping the head of each stream."""
-
-    def __init__(self, raw: Any, cap: int, wrapper: Any) -> None:
-        self._raw, self._cap, self._wrapper = raw, cap, wrapper
-        self.out, self.err = bytearray(), bytearray()
-        self.totals = {1: 0, 2: 0}
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: float) -> None:
-        self._thread.join(timeout)
-
-    def close(self) -> None:
-        for obj in (getattr(self._wrapper, "_response", None), self._wrapper, self._raw):
-            if obj is not None:
-                with contextlib.suppress(OSError, AttributeError, ValueError):
-                    obj.close()
-
-    def _read(self, n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            got = self._raw.recv(min(n - len(chunks), 1 << 16))
-            if not got:
-                break
-            chunks += got
-        return bytes(chunks)
-
-    def _loop(self) -> None:
-        with contextlib.suppress(OSError):
-            while len(head := self._read(8)) == 8:
-                kind, size = head[0], int.from_bytes(head[4:8], "big")
-                payload = self._read(size)
-                if kind not in (1, 2):
-                    continue
-                buf = self.out if kind == 1 else self.err
-                self.totals[kind] += len(payload)
-                room = self._cap - len(buf)
-                if room > 0:
-                    buf += payload[:room]
-
-
-def _add_parents(tar: tarfile.TarFile, rel: PurePosixPath, uid: int, gid: int) -> None:
-    for parent in reversed([p for p in (rel, *rel.parents) if str(p) not in ("", ".")]):
-        info = tarfile.TarInfo(str(parent))
-        info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, gid
-        info.mtime = int(time.time())
-        tar.addfile(info)
-
-
-def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """``tar`` filter (no escaping dest, no writing through links) minus special bits."""
-    out = tarfile.tar_filter(member, dest)
-    if out is not None and out.mode is not None:
-        out = out.replace(mode=out.mode & ~(stat.S_ISUID | stat.S_ISGID), deep=False)
-    return out

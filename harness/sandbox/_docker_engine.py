@@ -1,0 +1,199 @@
+"""Engine-level helpers of the Docker backend: connection, image lookup, error mapping, prune.
+
+Everything here talks to the engine as a whole, not to one session: :func:`connect` opens a
+checked client, :func:`find_image` looks an image up, :func:`engine_errors` (``_engine``)
+is the single boundary that turns the SDK's, ``requests``' and the socket's exceptions into
+:class:`~harness.errors.SandboxUnavailableError`, and :func:`prune` sweeps the
+harness-labelled containers and volumes left behind. :mod:`harness.sandbox.docker`
+re-exports every public name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import re
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import SandboxUnavailableError
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "LABEL",
+    "SEED_LABEL",
+    "PruneReport",
+    "connect",
+    "engine_errors",
+    "find_image",
+    "prune",
+]
+
+DEFAULT_IMAGE = "harness-base:bookworm"
+LABEL = "harness.managed"
+SEED_LABEL = "harness.seed"
+"""Image label naming a folder copied into a fresh session's workspace (case images)."""
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def _unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
+    msg = str(getattr(exc, "explanation", None) or exc).strip() or type(exc).__name__
+    return SandboxUnavailableError(f"docker: {what}: {msg}", reason=reason)
+
+
+@contextlib.contextmanager
+def _engine(what: str, reason: str = "engine_error") -> Iterator[None]:
+    """Translate every foreign engine exception into SandboxUnavailableError (one boundary)."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise _unavailable(what, exc, "image_missing") from exc
+    except docker.errors.NotFound as exc:
+        raise _unavailable(what, exc, "container_gone") from exc
+    except (requests.exceptions.ConnectionError, ConnectionError) as exc:
+        raise _unavailable(what, exc, "engine_unreachable") from exc
+    except _ENGINE_ERRORS as exc:
+        raise _unavailable(what, exc, reason) from exc
+
+
+engine_errors = _engine
+
+
+def find_image(client: Any, ref: str) -> Any | None:
+    """Return the local image ``ref``, or ``None`` when the engine does not have it.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be asked.
+
+    """
+    with _engine(f"looking up image {ref!r}", "engine_error"):
+        try:
+            return client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return None
+
+
+def connect(timeout: float = 60.0) -> Any:
+    """Return a docker client from the environment (``DOCKER_HOST`` etc.), checked alive.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be reached (reason ``engine_unreachable``).
+
+    """
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        # Probe the socket ourselves: the SDK leaks its socket when the connect fails.
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.settimeout(min(timeout, 5.0))
+            probe.connect(host[len("unix://") :])
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"docker: cannot reach the engine at {host} ({exc.strerror or exc}); "
+                "is dockerd running? (ci/docker-up.sh starts one)",
+                reason="engine_unreachable",
+            ) from None
+        finally:
+            probe.close()
+    with _engine(
+        "connecting to the engine (is dockerd running? DOCKER_HOST?)", "engine_unreachable"
+    ):
+        client = docker.from_env(timeout=int(timeout))
+        try:
+            client.ping()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+
+class PruneReport(BaseModel):
+    """What :func:`prune` removed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    containers: tuple[str, ...] = ()
+    """Names of removed containers."""
+    volumes: tuple[str, ...] = ()
+    """Names of removed volumes."""
+
+
+def _created(text: str) -> float:
+    """Parse the engine's RFC 3339 timestamps (nanoseconds, ``Z``) into epoch seconds."""
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)?", text)
+    if not m:
+        return 0.0
+    frac = float(m.group(2) or 0.0)
+    tz = m.group(3) or "Z"
+    stamp = dt.datetime.fromisoformat(m.group(1) + ("+00:00" if tz == "Z" else tz))
+    return stamp.timestamp() + frac
+
+
+def _owner_dead(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def prune(
+    client: Any | None = None,
+    older_than: float | dt.timedelta | None = None,
+    *,
+    orphans_only: bool = False,
+    run_id: str | None = None,
+) -> PruneReport:
+    """Remove harness-labelled containers and volumes left behind (``harness sandbox prune``).
+
+    ``older_than`` (seconds or a timedelta) keeps anything younger; ``orphans_only`` removes
+    only what belongs to a dead ``harness`` process on this host (safe at the start of a run
+    while other runs are alive); ``run_id`` limits the sweep to one run's objects. With none
+    of these, every harness-labelled object goes.
+
+    Raises:
+        SandboxUnavailableError: the engine cannot be reached or refuses the removal.
+
+    """
+    client = client if client is not None else connect()
+    age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
+    now = time.time()
+
+    def doomed(labels: Mapping[str, str], created: str) -> bool:
+        if age is not None and now - _created(created) < age:
+            return False
+        return not orphans_only or _owner_dead(labels.get("harness.owner", ""))
+
+    flt = {"label": [f"{LABEL}=1", *([f"harness.run={run_id}"] if run_id else [])]}
+    gone_c: list[str] = []
+    gone_v: list[str] = []
+    with _engine("pruning harness containers"):
+        for c in client.containers.list(all=True, filters=flt):
+            if doomed(c.labels, c.attrs.get("Created", "")):
+                with contextlib.suppress(docker.errors.NotFound):
+                    c.remove(force=True)
+                    gone_c.append(c.name)
+        for v in client.volumes.list(filters=flt):
+            if doomed(v.attrs.get("Labels") or {}, v.attrs.get("CreatedAt", "")):
+                try:
+                    v.remove(force=True)
+                    gone_v.append(v.name)
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if exc.status_code != 409:  # 409: still in use by a live session
+                        raise
+    return PruneReport(containers=tuple(sorted(gone_c)), volumes=tuple(sorted(gone_v)))

@@ -1,0 +1,135 @@
+"""Byte plumbing of the Docker backend: the attach-stream reader and the tar archives.
+
+:class:`_Capture` demultiplexes a command container's attach socket (the engine's 8-byte
+frame headers) keeping the head of stdout and stderr. The ``_pack_*`` / ``_unpack_tree`` /
+``_first_file`` helpers build and read the tar archives that ``put_archive`` and
+``get_archive`` move between the host and a session's holder container; extraction uses
+the ``tar`` filter minus set-uid/set-gid bits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import stat
+import tarfile
+import threading
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+
+class _Capture:
+    """Demultiplex the engine's attach stream, keeping the head of each stream."""
+
+    def __init__(self, raw: Any, cap: int, wrapper: Any) -> None:
+        self._raw, self._cap, self._wrapper = raw, cap, wrapper
+        self.out, self.err = bytearray(), bytearray()
+        self.totals = {1: 0, 2: 0}
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def close(self) -> None:
+        for obj in (getattr(self._wrapper, "_response", None), self._wrapper, self._raw):
+            if obj is not None:
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    obj.close()
+
+    def _read(self, n: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < n:
+            got = self._raw.recv(min(n - len(chunks), 1 << 16))
+            if not got:
+                break
+            chunks += got
+        return bytes(chunks)
+
+    def _loop(self) -> None:
+        with contextlib.suppress(OSError):
+            while len(head := self._read(8)) == 8:
+                kind, size = head[0], int.from_bytes(head[4:8], "big")
+                payload = self._read(size)
+                if kind not in (1, 2):
+                    continue
+                buf = self.out if kind == 1 else self.err
+                self.totals[kind] += len(payload)
+                room = self._cap - len(buf)
+                if room > 0:
+                    buf += payload[:room]
+
+
+def _add_parents(tar: tarfile.TarFile, rel: PurePosixPath, uid: int, gid: int) -> None:
+    for parent in reversed([p for p in (rel, *rel.parents) if str(p) not in ("", ".")]):
+        info = tarfile.TarInfo(str(parent))
+        info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, gid
+        info.mtime = int(time.time())
+        tar.addfile(info)
+
+
+def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """``tar`` filter (no escaping dest, no writing through links) minus special bits."""
+    out = tarfile.tar_filter(member, dest)
+    if out is not None and out.mode is not None:
+        out = out.replace(mode=out.mode & ~(stat.S_ISUID | stat.S_ISGID), deep=False)
+    return out
+
+
+def _pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
+    """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_parents(tar, rel, uid, gid)
+        for entry in sorted(src.rglob("*")):
+            info = tar.gettarinfo(str(entry), str(rel / entry.relative_to(src).as_posix()))
+            info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+            if info.isreg():
+                with entry.open("rb") as fh:
+                    tar.addfile(info, fh)
+            elif info.isdir() or info.issym():
+                tar.addfile(info)
+    return buf.getvalue()
+
+
+def _pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
+    """Tar one regular file ``rel`` (mode 0644, parents included) holding ``data``."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_parents(tar, rel.parent, uid, gid)
+        info = tarfile.TarInfo(str(rel))
+        info.size, info.mode, info.uid, info.gid, info.mtime = (
+            len(data),
+            0o644,
+            uid,
+            gid,
+            int(time.time()),
+        )
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _unpack_tree(data: bytes, dest: Path) -> None:
+    """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = []
+        for m in tar.getmembers():
+            parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
+            if not parts or not (m.isreg() or m.isdir() or m.issym()):
+                continue
+            m.name = str(PurePosixPath(*parts))
+            members.append(m)
+        tar.extractall(dest, members=members, filter=_extract_filter)
+
+
+def _first_file(data: bytes, limit: int | None) -> bytes | None:
+    """Up to ``limit`` bytes of the archive's first member; ``None`` unless a regular file."""
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        first = tar.next()
+        if first is None or not first.isreg():
+            return None
+        fh = tar.extractfile(first)
+        return None if fh is None else (fh.read() if limit is None else fh.read(limit))
