@@ -87,6 +87,43 @@ def sandbox_env(
     return env
 
 
+def _root_binds(kind: str) -> list[str]:
+    """Bind the host root entry by entry, leaving out /tmp, /proc and /dev.
+
+    A recursive bind of ``/`` would also re-mount every other session's tmpfs under /tmp
+    and race with those being unmounted concurrently (bwrap then fails to set up).
+    /tmp gets a private tmpfs anyway; /proc and /dev are provided by bwrap.
+    """
+    out: list[str] = []
+    for name in sorted(os.listdir("/")):
+        if name in ("tmp", "proc", "dev"):
+            continue
+        path = f"/{name}"
+        if os.path.islink(path):
+            out += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            out += [kind, path, path]
+    return out
+
+
+def _drain(fd: int) -> bytes:
+    """Read what is buffered in a pipe without blocking, then close it."""
+    chunks = []
+    try:
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
 class LocalSession:
     """One local sandbox session; see the module docstring for the isolation it applies."""
 
@@ -229,7 +266,7 @@ class LocalSession:
 
     # -- exec ----------------------------------------------------------------------------
 
-    def _command(self, argv: Sequence[str], cwd: Path) -> list[str]:
+    def _command(self, argv: Sequence[str], cwd: Path, info_fd: int | None = None) -> list[str]:
         plan, c = self._plan, self._contract
         if plan.bwrap:
             assert self._caps.bwrap is not None
@@ -241,9 +278,7 @@ class LocalSession:
                 "--unshare-ipc",
                 "--cap-drop",
                 "ALL",
-                "--ro-bind" if plan.read_only_root else "--bind",
-                "/",
-                "/",
+                *_root_binds("--ro-bind" if plan.read_only_root else "--bind"),
                 "--dev",
                 "/dev",
                 "--proc",
@@ -252,8 +287,16 @@ class LocalSession:
             if c.disk_mb is not None:
                 cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
+            if plan.read_only_root:
+                # The root is bwrap's own tmpfs with the host bound entry by entry: make
+                # it read-only too, so nothing can be created at the top level.
+                cmd += ["--remount-ro", "/"]
             if plan.network == "bwrap":
                 cmd.append("--unshare-net")
+            if info_fd is not None:
+                # Inside the sandbox, once bwrap's setup is done: say so, then become argv.
+                marker = f'printf started > /proc/self/fd/{info_fd}; exec "$@"'
+                argv = ["/bin/sh", "-c", marker, "sh", *argv]
             return [*cmd, "--chdir", str(cwd), "--", *argv]
         if plan.network == "unshare":
             assert self._caps.unshare is not None
@@ -320,7 +363,7 @@ class LocalSession:
                 ) from exc
         used_before = self._disk_used_mb()
         start = time.monotonic()
-        proc = self._launch(argv, host_cwd, full_env, group)
+        proc, info_r = self._launch(argv, host_cwd, full_env, group)
         try:
             got = capture(
                 proc,
@@ -338,17 +381,27 @@ class LocalSession:
             stats = group.stats() if group else None
             if group is not None:
                 group.remove()
+            info = _drain(info_r) if info_r is not None else None
+        if info is not None and b"started" not in info:
+            # bwrap never started the command: its own setup failed (a mount race, a
+            # missing path). That is the environment's fault, never the candidate's.
+            why = got.stderr[-600:].decode(errors="replace").strip()
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: bwrap could not set up the sandbox: {why}",
+                reason="bwrap_setup",
+            )
         return self._result(argv, got, stats, limit, start, used_before)
 
     def _launch(
         self, argv: Sequence[str], cwd: Path, env: dict[str, str], group: ExecCgroup | None
-    ) -> subprocess.Popen[bytes]:
+    ) -> tuple[subprocess.Popen[bytes], int | None]:
         """Start the gate, confine it (cgroup, rlimits), then release it to exec ``argv``.
 
         The gate (``sh``) blocks reading one line from its stdin; the user's stdin follows
         that line on the same pipe (dash's ``read`` consumes byte by byte, never more).
         """
-        cmd = [self._caps.shell, "-c", _GATE, "sh", *self._command(argv, cwd)]
+        info_r, info_w = os.pipe() if self._plan.bwrap else (None, None)
+        cmd = [self._caps.shell, "-c", _GATE, "sh", *self._command(argv, cwd, info_w)]
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -358,13 +411,19 @@ class LocalSession:
                 start_new_session=True,
                 env=env,
                 cwd=self._root if self._plan.bwrap else cwd,
+                pass_fds=(info_w,) if info_w is not None else (),
             )
         except OSError as exc:
+            if info_r is not None and info_w is not None:
+                os.close(info_r)
+                os.close(info_w)
             if group is not None:
                 group.remove()
             raise SandboxUnavailableError(
                 f"local sandbox {self.label}: could not start {cmd[0]}: {exc}"
             ) from exc
+        if info_w is not None:
+            os.close(info_w)
         with self._lock:
             self._running[proc.pid] = (proc, group)
         try:
@@ -384,7 +443,7 @@ class LocalSession:
                 f"local sandbox {self.label}: could not confine the command "
                 f"(cgroup attach / prlimit / gate): {exc}"
             ) from exc
-        return proc
+        return proc, info_r
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes], group: ExecCgroup | None) -> None:

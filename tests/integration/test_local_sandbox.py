@@ -294,3 +294,39 @@ def test_v2_layout_detected_and_limits_written(tmp_path: Path) -> None:
     (d / "cpu.stat").write_text("usage_usec 1500000\nuser_usec 1\n")
     stats = group.stats()
     assert (stats.oom_kills, stats.pids_max_events, stats.cpu_s) == (1, 7, 1.5)
+
+
+@pytest.mark.integration
+def test_a_bwrap_setup_failure_is_infra_never_the_commands_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bwrap failing to build the sandbox must not look like the command exiting 1.
+
+    Seen for real: a recursive bind of / raced with another session's tmpfs being
+    unmounted, bwrap exited 1, and a correct candidate was judged test_failure.
+    """
+    import harness.sandbox.local as local
+
+    real = local._root_binds
+    with LocalSandbox(tmp_path).open(PhaseContract(), label="setup-fails") as s:
+        assert s.exec(["sh", "-c", "exit 1"]).exit_code == 1  # a real exit 1 stays a result
+        monkeypatch.setattr(
+            local, "_root_binds", lambda kind: ["--ro-bind", "/nonexistent-src", "/x", *real(kind)]
+        )
+        with pytest.raises(SandboxUnavailableError) as info:
+            s.exec(["true"])
+    assert info.value.reason == "bwrap_setup"
+    assert "nonexistent-src" in str(info.value)
+
+
+@pytest.mark.integration
+def test_the_host_root_is_not_bound_recursively_over_other_sessions(tmp_path: Path) -> None:
+    """Other sessions' tmpfs mounts live under the temp dir: binding / recursively would
+    re-mount them during setup and race with their unmounting (seen as bwrap failures)."""
+    with LocalSandbox(tmp_path).open(PhaseContract(), label="binds") as s:
+        cmd = s._command(["true"], Path(s.paths.workspace))
+    pairs = list(zip(cmd, cmd[1:], cmd[2:], strict=False))
+    assert ("--ro-bind", "/", "/") not in pairs
+    assert ("--ro-bind", "/usr", "/usr") in pairs
+    assert not any(a == "--ro-bind" and b.startswith("/tmp") for a, b, _ in pairs)
+    assert cmd[cmd.index("--remount-ro") + 1] == "/"
