@@ -70,22 +70,7 @@ project_option = click.option(
 )
 
 
-class _Group(click.Group):
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return super().main(*args, **kwargs)
-        except click.exceptions.Exit:
-            raise
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as exc:
-            exc.exit_code = ExitCode.USAGE
-            raise
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="harness")
 def main() -> None:
     """Golden-set release testing for coding agents: execution decides whether work moves."""
@@ -202,7 +187,7 @@ def run(
         decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
     _print_run_table(store, handle.run_id, decision)
     if not no_report:
-        _write_reports(project, store, handle.run_id)
+        _write_reports(project, store, handle.run_id, decision)
     _print_decision(decision)
     sys.exit(decision.exit_code(warn_ok=warn_ok))
 
@@ -233,12 +218,12 @@ def _executor(name: str, scheduler: str | None, jobs: int | None) -> Any:
     return LocalExecutor(jobs)
 
 
-def _write_reports(project: Any, store: Any, run_id: str) -> None:
+def _write_reports(project: Any, store: Any, run_id: str, decision: Any) -> None:
     try:
         from harness.report import write_html_report
     except ImportError:
         return
-    path = write_html_report(project, store, run_id)
+    path = write_html_report(project, store, run_id, decision)
     err.print(f"report: {path}", highlight=False)
 
 

@@ -612,3 +612,20 @@ def test_html_shows_any_note_text_escaped(small, tmp_path, text):
         .replace("&amp;", "&")
     )
     assert unescaped == text
+
+
+def test_a_decision_already_computed_is_not_recomputed(tmp_path, monkeypatch):
+    import harness.report.data as data_mod
+    from harness.decision import decide_run
+    from harness.report import write_html_report
+
+    project, store, run_id = make_run(tmp_path / "proj", {"a": "PPPFP"}, {"a": "PPPPP"})
+    decision = decide_run(project, store, run_id)
+    fresh = write_html_report(project, store, run_id).read_text()
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("decide_run must not run again when a decision is given")
+
+    monkeypatch.setattr(data_mod, "decide_run", forbidden)
+    again = write_html_report(project, store, run_id, decision).read_text()
+    assert again == fresh

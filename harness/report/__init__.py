@@ -18,9 +18,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.decision import RunDecision
 from harness.errors import ConfigError
 from harness.project import Project
-from harness.report.data import ArmCase, ReportData, build_report
+from harness.report.data import ArmCase, ReportData, build_report, report_from_decision
 from harness.report.html import render_html
 from harness.report.junit import render_junit
 from harness.report.markdown import render_markdown
@@ -156,8 +157,13 @@ def _write_html(project: Project, data: ReportData) -> Path:
     return _write(path, render_html(data, path.parent).encode("utf-8"), "reports_dir")
 
 
-def write_html_report(project: Project, store: Store, run_id: str) -> Path:
+def write_html_report(
+    project: Project, store: Store, run_id: str, decision: RunDecision | None = None
+) -> Path:
     """Write ``<project.reports_dir>/<run_id>/index.html`` and return its path.
+
+    ``decision``, when the caller has just computed it (``harness run``), is used as is
+    instead of being recomputed from the store.
 
     Raises:
         StoreError: the run or one of its records is missing or corrupt.
@@ -165,7 +171,11 @@ def write_html_report(project: Project, store: Store, run_id: str) -> Path:
         InvalidRunError: the run's recorded policy cannot be checked any more.
 
     """
-    return _write_html(project, build_report(project, store, run_id))
+    if decision is not None and decision.run_id == run_id:
+        data = report_from_decision(project, store, decision, store.trials(run_id))
+    else:
+        data = build_report(project, store, run_id)
+    return _write_html(project, data)
 
 
 def write_reports(
