@@ -35,7 +35,9 @@ __all__ = [
     "Sandbox",
     "SandboxPaths",
     "SandboxSession",
+    "SealedView",
     "Termination",
+    "ViewMount",
 ]
 
 
@@ -103,6 +105,37 @@ class SandboxPaths(BaseModel):
 
     workspace: str
     io: str
+
+
+class ViewMount(BaseModel):
+    """A host directory shown read-only inside the sandbox at a fixed path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    """Absolute host path (local backend: bound read-only; docker: copied into the image)."""
+    target: str
+    """Absolute path inside the sandbox, e.g. ``/opt/harness/env/<digest>``."""
+
+
+class SealedView(BaseModel):
+    """What a phase may see besides its workspace, io dir, private /tmp and minimal system.
+
+    Filled by the trial from declared inputs only: built environments (case and agent), the
+    agent's own declared files, and at most one harness-provided endpoint. Nothing else of
+    the host reaches the sandbox.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mounts: tuple[ViewMount, ...] = ()
+    path_prefix: tuple[str, ...] = ()
+    """Sandbox directories put first on ``PATH``, in order."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables set for every command of the session (after the contract's allowlist)."""
+    endpoint: str | None = None
+    """Host unix socket of the one harness-provided endpoint (the model gateway), relayed
+    into the agent phase; ``None`` means no endpoint at all."""
 
 
 @runtime_checkable
