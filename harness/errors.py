@@ -12,6 +12,7 @@
     │                                the backend cannot enforce a contract bound (fail closed)
     ├── EvaluatorError               the verifier could not run as specified; evaluator_error
     ├── StoreError                   the record store is unreadable, locked or inconsistent
+    │   └── StoreIntegrityError      a stored record or blob differs from the run's manifest (exit 4)
     └── InvalidRunError              a run cannot be judged (system changed mid-run, …)
 
 Messages are written for the user: they name the file, the field and what was expected.
@@ -34,6 +35,7 @@ __all__ = [
     "LockMismatchError",
     "SandboxUnavailableError",
     "StoreError",
+    "StoreIntegrityError",
 ]
 
 
@@ -98,6 +100,10 @@ class EvaluatorError(HarnessError):
 
 class StoreError(HarnessError):
     """The store is unreadable, locked by another run, or inconsistent."""
+
+
+class StoreIntegrityError(StoreError):
+    """A stored record or blob no longer matches the digest the run's manifest committed."""
 
 
 class InvalidRunError(HarnessError):
