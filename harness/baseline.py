@@ -20,7 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.digest import tree_digest
-from harness.errors import ConfigError, StoreError
+from harness.errors import ConfigError, StoreError, StoreWriteError
+from harness.names import Name, check_name, inside
 from harness.project import Release
 from harness.records import PhaseRecord, ReleaseRecord, RunRecord
 from harness.store import Store
@@ -34,10 +35,12 @@ class BaselineFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_version: int = 1
-    name: str
+    name: Name
     promoted_at: dt.datetime
     release: ReleaseRecord
     """The release record of the promoted run (system definition included)."""
+    manifest_head: str | None = None
+    """Chain head of the promoted run's store manifest: anchors that run's evidence in git."""
 
 
 @dataclass(frozen=True)
@@ -99,45 +102,58 @@ def promote(
     """Copy run ``run_id`` into ``baselines/<name>/``.
 
     Raises:
-        StoreError: the run has no trials.
-        ConfigError: the baseline exists and ``force`` is not given.
+        ConfigError: ``name`` is not a safe name, or the baseline exists and ``force``
+            is not given.
+        StoreError: the run has not finished, is invalid or has no trials.
+        StoreIntegrityError: a record or blob of the run changed since it was committed.
+        StoreWriteError: the baseline folder cannot be written (nothing is left half-written).
     """
-    release = store.release(run_id)
-    validity = store.run_dir(run_id) / "validity.json"
-    if not validity.is_file():
+    check_name(name, kind="baseline", field="--name")
+    dest = inside(baselines_dir, baselines_dir / name, field="--name")
+    validity = store.validity(run_id)
+    if validity is None:
         raise StoreError(
             f"run {run_id} has not finished; only a finished, valid run can be promoted"
         )
-    if not json.loads(validity.read_text()).get("valid"):
+    if not validity.valid:
         raise StoreError(
             f"run {run_id} is invalid (its system changed while it ran); it cannot be a baseline"
         )
+    release = store.release(run_id)
     records = [r for r in store.trials(run_id) if r.key.arm.value == "candidate"]
     if not records:
         raise StoreError(f"run {run_id} has no candidate trials to promote")
-    dest = baselines_dir / name
     if dest.exists() and not force:
         raise ConfigError(
             f"baseline {name!r} already exists at {dest}; pass --force to replace it "
             "(the old one stays in git history)",
             field="--name",
         )
-    tmp = Path(tempfile.mkdtemp(dir=baselines_dir.parent if baselines_dir.exists() else None))
+    head = store.manifest(run_id)[-1].head
+    tmp: Path | None = None
     try:
+        baselines_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=baselines_dir, prefix=f".{name}.tmp-"))
         (tmp / "records").mkdir()
-        bf = BaselineFile(name=name, promoted_at=dt.datetime.now(dt.UTC), release=release)
+        bf = BaselineFile(
+            name=name, promoted_at=dt.datetime.now(dt.UTC), release=release, manifest_head=head
+        )
         (tmp / "baseline.json").write_text(bf.model_dump_json(indent=2))
         for rec in records:
             (tmp / "records" / f"{rec.key.slug()}.json").write_text(
                 portable(rec).model_dump_json(indent=2)
             )
-        baselines_dir.mkdir(parents=True, exist_ok=True)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tmp, dest)
+    except OSError as exc:
+        raise StoreWriteError(
+            f"cannot write baseline {name!r} under {baselines_dir}: {exc.strerror or exc}; "
+            "nothing was changed"
+        ) from None
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 
@@ -145,9 +161,10 @@ def load_baseline(baselines_dir: Path, name: str) -> Baseline:
     """Load ``baselines/<name>``.
 
     Raises:
-        ConfigError: no such baseline, or its files are malformed.
+        ConfigError: an unsafe name, no such baseline, or its files are malformed.
     """
-    folder = baselines_dir / name
+    check_name(name, kind="baseline", field="--baseline")
+    folder = inside(baselines_dir, baselines_dir / name, field="--baseline")
     path = folder / "baseline.json"
     if not path.is_file():
         known = sorted(p.name for p in baselines_dir.iterdir()) if baselines_dir.is_dir() else []

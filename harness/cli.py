@@ -337,7 +337,7 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
         data = {
             "release": record.model_dump(mode="json"),
             "trials": [t.model_dump(mode="json") for t in trials],
-            "results": store.results(run_id),
+            "results": [r.model_dump(mode="json") for r in store.results(run_id)],
         }
         click.echo(json.dumps(data, indent=2, sort_keys=True))
         return

@@ -19,7 +19,7 @@ from harness.exitcodes import ExitCode, for_verdict
 from harness.gate import Decision, decide
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
-from harness.records import Arm, ReleaseRecord, RunRecord
+from harness.records import Arm, ReleaseRecord, ResultRecord, RunRecord
 from harness.run import check_system_unchanged
 from harness.stats import ArmData
 from harness.store import RunHandle, Store
@@ -27,7 +27,6 @@ from harness.store import RunHandle, Store
 __all__ = ["DEFAULT_POLICY", "RunDecision", "decide_run", "record_validity"]
 
 DEFAULT_POLICY = Policy(version="builtin-default", description="no policy file configured")
-VALIDITY_FILE = "validity.json"
 
 
 @dataclass(frozen=True)
@@ -119,22 +118,14 @@ class RunDecision:
 
 
 def record_validity(project: Project, handle: RunHandle) -> tuple[bool, list[str]]:
-    """Re-check the system after the run and store the result (once)."""
+    """Re-check the system after the run and seal the result into the store (once)."""
     reasons: list[str] = []
     try:
         check_system_unchanged(project, handle.record)
     except InvalidRunError as exc:
         reasons.append(str(exc))
-    path = handle.dir / VALIDITY_FILE
-    if not path.exists():
-        data = {
-            "valid": not reasons,
-            "reasons": reasons,
-            "checked_at": dt.datetime.now(dt.UTC).isoformat(),
-        }
-        handle.write_once(VALIDITY_FILE, json.dumps(data, indent=2).encode())
-    stored = json.loads(path.read_text())
-    return bool(stored["valid"]), list(stored["reasons"])
+    stored = handle.seal(not reasons, reasons)
+    return stored.valid, list(stored.reasons)
 
 
 def _arm(records: list[RunRecord], arm: Arm, k: int, name: str, skip: set[str]) -> ArmData:
@@ -174,10 +165,9 @@ def decide_run(
     if handle is not None:
         valid, invalid = record_validity(project, handle)
     else:
-        vpath = store.run_dir(run_id) / VALIDITY_FILE
-        if vpath.exists():
-            stored = json.loads(vpath.read_text())
-            valid, invalid = bool(stored["valid"]), list(stored["reasons"])
+        stored = store.validity(run_id)
+        if stored is not None:
+            valid, invalid = stored.valid, list(stored.reasons)
         else:
             valid, invalid = (
                 False,
@@ -226,5 +216,7 @@ def decide_run(
             judged_trials.setdefault(r.key.case_id, []).append(r)
     result = RunDecision(run_id, record, decision, tuple(notes), judged_trials)
     if write and handle is not None:
-        handle.add_result({"computed_at": dt.datetime.now(dt.UTC).isoformat(), **result.to_json()})
+        handle.add_result(
+            ResultRecord.model_validate({"computed_at": dt.datetime.now(dt.UTC), **result.to_json()})
+        )
     return result

@@ -12,7 +12,9 @@
     │                                the backend cannot enforce a contract bound (fail closed)
     ├── EvaluatorError               the verifier could not run as specified; evaluator_error
     ├── StoreError                   the record store is unreadable, locked or inconsistent
-    │   └── StoreIntegrityError      a record or blob differs from the run's manifest (exit 4)
+    │   ├── StoreIntegrityError      a record or blob differs from the run's manifest (exit 4)
+    │   └── StoreWriteError          the store cannot be written (disk full, read-only);
+    │                                nothing half-written is left behind     (exit 4)
     └── InvalidRunError              a run cannot be judged (system changed mid-run, …)
 
 Messages are written for the user: they name the file, the field and what was expected.
@@ -36,6 +38,7 @@ __all__ = [
     "SandboxUnavailableError",
     "StoreError",
     "StoreIntegrityError",
+    "StoreWriteError",
 ]
 
 
@@ -104,6 +107,10 @@ class StoreError(HarnessError):
 
 class StoreIntegrityError(StoreError):
     """A stored record or blob no longer matches the digest the run's manifest committed."""
+
+
+class StoreWriteError(StoreError):
+    """Writing the store failed (disk full, read-only, permissions); the write was undone."""
 
 
 class InvalidRunError(HarnessError):

@@ -32,6 +32,7 @@ from harness.errors import (
     LockMismatchError,
     StoreError,
     StoreIntegrityError,
+    StoreWriteError,
 )
 
 __all__ = ["EXCEPTION_TABLE", "ExitCode", "exit_for_exception", "for_verdict"]
@@ -69,6 +70,7 @@ _ENVIRONMENT_ERRNOS = frozenset(
 EXCEPTION_TABLE: tuple[tuple[type[BaseException], ExitCode, str], ...] = (
     # Most specific first: a subclass row must precede its base class's row.
     (StoreIntegrityError, ExitCode.BLOCKED, "blocked"),
+    (StoreWriteError, ExitCode.BLOCKED, "blocked"),
     (ConfigError, ExitCode.USAGE, "error"),
     (LockMismatchError, ExitCode.USAGE, "error"),
     (InfraError, ExitCode.BLOCKED, "blocked"),

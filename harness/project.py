@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
 from harness.errors import ConfigError
+from harness.names import Name
 
 __all__ = [
     "AgentSpec",
@@ -64,7 +65,7 @@ class AgentSpec(_Frozen):
     command: tuple[str, ...] = ()
     """argv for the ``command`` adapter (gets the HARNESS_* protocol variables)."""
     simulated: SimulatedSettings | None = None
-    replay_run: str | None = None
+    replay_run: Name | None = None
     """For ``replay``: the run whose recorded candidates are re-applied."""
 
 
@@ -114,7 +115,8 @@ class ProjectFile(_Frozen):
     policy: str | None = None
     """Promotion policy file, relative to the project."""
     backend: Literal["local", "docker"] = "local"
-    releases: dict[str, Release] = Field(min_length=1)
+    releases: dict[Name, Release] = Field(min_length=1)
+    """Release name → release; names are safe slugs (they name run folders and reports)."""
 
 
 class Project(BaseModel):

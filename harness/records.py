@@ -20,11 +20,14 @@ __all__ = [
     "AttemptRecord",
     "CheckResult",
     "FailureType",
+    "ManifestEntry",
     "Outcome",
     "PhaseRecord",
     "ReleaseRecord",
+    "ResultRecord",
     "RunRecord",
     "TrialKey",
+    "ValidityRecord",
     "Verdict",
 ]
 
@@ -226,3 +229,63 @@ class ReleaseRecord(_Frozen):
     """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
     created_at: dt.datetime
     harness_version: str
+
+
+GENESIS: Final = "sha256:" + "0" * 64
+"""The chain head before a run's first manifest entry."""
+
+
+class ManifestEntry(_Frozen):
+    """One line of a run's ``manifest.jsonl``: a file the run committed, and its digest.
+
+    The manifest is the commit point: a record is part of the run once, and only once,
+    its entry is appended. Entries form a hash chain (``head`` covers ``prev`` and this
+    entry), so an edited, dropped or reordered line breaks every head after it.
+    """
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    seq: int = Field(ge=0)
+    """Position in the manifest, from 0."""
+    path: str
+    """File relative to the run folder (``release.json``, ``trials/<slug>.json``, …)."""
+    digest: str
+    """sha256 of the file's bytes as written."""
+    blobs: tuple[str, ...] = ()
+    """Digests of the blobs the record refers to (checked to exist and match)."""
+    prev: str
+    """Chain head before this entry (:data:`GENESIS` for the first)."""
+    head: str
+    """sha256 over this entry's other fields: the chain head after it."""
+
+
+class ValidityRecord(_Frozen):
+    """``validity.json``: the end-of-run system re-check, written once, and the run's seal.
+
+    ``manifest_head`` anchors every record committed before it: editing a record and
+    recomputing the manifest changes the chain, which no longer reaches this head.
+    """
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    valid: bool
+    reasons: tuple[str, ...] = ()
+    """Why the run is invalid (system, cases or harness changed while it ran)."""
+    checked_at: dt.datetime
+    manifest_entries: int = Field(ge=0)
+    """How many manifest entries the seal covers."""
+    manifest_head: str
+    """Chain head after entry ``manifest_entries - 1``."""
+
+
+class ResultRecord(_Frozen):
+    """``result-<n>.json``: one gate decision as computed at the end of a run (never edited)."""
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    computed_at: dt.datetime
+    run_id: str
+    release: str
+    system_digest: str
+    verdict: Literal["pass", "warn", "fail", "blocked"]
+    notes: tuple[str, ...] = ()
+    judgment_cases: tuple[str, ...] = ()
+    decision: dict[str, Any]
+    """The gate's :class:`~harness.gate.Decision` as JSON (its own schema)."""

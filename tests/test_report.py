@@ -252,17 +252,14 @@ def make_run(
         for rec in trials(Arm.CANDIDATE, "prod", stored if stored is not None else baseline):
             write(bl_dir / "records", rec)
     run_id = "cand-run"
-    run_dir = store.run_dir(run_id)
-    run_dir.mkdir(parents=True)
-    (run_dir / "release.json").write_text(
-        release_record(run_id, "cand", "prod" if baseline is not None else None).model_dump_json()
-    )
-    (run_dir / "validity.json").write_text(json.dumps({"valid": True, "reasons": []}))
     recs = trials(Arm.CANDIDATE, "cand", {**candidate, **judgment})
     if baseline is not None and reexecute:
         recs += trials(Arm.BASELINE, "prod", baseline)
-    for rec in recs:
-        write(run_dir / "trials", rec)
+    opened = release_record(run_id, "cand", "prod" if baseline is not None else None)
+    with store.open_run(opened) as handle:
+        for rec in recs:
+            handle.add_trial(rec, {})
+        handle.seal(True, [])
     return project, store, run_id
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import multiprocessing
 from pathlib import Path
 
 import pytest
 
-from harness.errors import StoreError
+from harness.errors import ConfigError, StoreError, StoreIntegrityError
+from harness.names import inside, name_problem
 from harness.records import Arm, AttemptRecord, Outcome, ReleaseRecord, RunRecord, TrialKey, Verdict
-from harness.store import Store
+from harness.store import MANIFEST, Store, _chain
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -107,7 +109,7 @@ def test_a_corrupt_record_is_a_store_error_not_a_traceback(tmp_path):
         h.add_trial(trial(0), {})
     path = next((tmp_path / "runs" / "r1" / "trials").glob("*.json"))
     path.write_text("{not json")
-    with pytest.raises(StoreError, match="corrupt"):
+    with pytest.raises(StoreIntegrityError, match="changed since it was committed"):
         store.trials("r1")
 
 
@@ -131,3 +133,141 @@ def test_debris_of_a_killed_writer_is_cleared_on_resume(tmp_path):
     with store.open_run(release()) as h:
         assert h.done() == {trial(0).key.slug()}
     assert not debris.exists()
+
+
+# -- the manifest: commit point and tamper evidence -------------------------------------
+
+
+def _run(tmp_path: Path, *, seal: bool = True) -> tuple[Store, Path]:
+    store = Store(tmp_path)
+    with store.open_run(release()) as h:
+        h.add_trial(trial(0, Outcome.FAIL), {"x": b"stdout of trial 0"})
+        h.add_trial(trial(1), {})
+        if seal:
+            h.seal(True, [])
+    return store, tmp_path / "runs" / "r1"
+
+
+def _flip_to_pass(path: Path) -> None:
+    data = json.loads(path.read_text())
+    data["verdict"] = {"outcome": "pass"}
+    data["attempts"][0]["verdict"] = {"outcome": "pass"}
+    path.write_text(json.dumps(data, indent=2))
+
+
+def test_a_record_edited_from_fail_to_pass_is_refused_naming_it(tmp_path):
+    store, rdir = _run(tmp_path)
+    rec = rdir / "trials" / f"{trial(0).key.slug()}.json"
+    _flip_to_pass(rec)
+    with pytest.raises(StoreIntegrityError, match=str(rec)):
+        store.trials("r1")
+
+
+def test_a_corrupt_blob_of_a_committed_record_is_refused(tmp_path):
+    store, _ = _run(tmp_path)
+    blob = store.blob_path(store.put_blob(b"stdout of trial 0"))
+    blob.write_bytes(b"stdout of trial 1")
+    with pytest.raises(StoreIntegrityError, match="corrupt"):
+        Store(tmp_path).trials("r1")
+    blob.unlink()
+    with pytest.raises(StoreIntegrityError, match="missing"):
+        Store(tmp_path).trials("r1")
+
+
+def _rechain(rdir: Path) -> None:
+    """What a careful forger does: recompute every digest and chain head."""
+    lines = [json.loads(x) for x in (rdir / MANIFEST).read_text().splitlines()]
+    prev = "sha256:" + "0" * 64
+    out = []
+    for e in lines:
+        digest = "sha256:" + __import__("hashlib").sha256((rdir / e["path"]).read_bytes()).hexdigest()
+        new = _chain(e["seq"], e["path"], digest, tuple(e["blobs"]), prev)
+        out.append(new.model_dump_json())
+        prev = new.head
+    (rdir / MANIFEST).write_text("".join(x + "\n" for x in out))
+
+
+def test_an_edited_record_with_a_recomputed_manifest_breaks_the_seal(tmp_path):
+    store, rdir = _run(tmp_path)
+    _flip_to_pass(rdir / "trials" / f"{trial(0).key.slug()}.json")
+    _rechain(rdir)
+    with pytest.raises(StoreIntegrityError, match="sealed in"):
+        store.trials("r1")
+
+
+def test_an_edited_manifest_line_breaks_the_chain(tmp_path):
+    store, rdir = _run(tmp_path)
+    lines = (rdir / MANIFEST).read_text().splitlines()
+    del lines[1]
+    (rdir / MANIFEST).write_text("".join(x + "\n" for x in lines))
+    with pytest.raises(StoreIntegrityError, match="hash chain"):
+        store.trials("r1")
+
+
+def test_a_run_without_manifest_is_refused(tmp_path):
+    store, rdir = _run(tmp_path)
+    (rdir / MANIFEST).unlink()
+    with pytest.raises(StoreIntegrityError, match="missing"):
+        store.trials("r1")
+
+
+def test_a_record_written_but_not_committed_is_rerun_not_reported(tmp_path):
+    store, rdir = _run(tmp_path, seal=False)
+    # A kill -9 between the record's write and its manifest entry leaves this behind:
+    stray = rdir / "trials" / f"{trial(2).key.slug()}.json"
+    stray.write_text(trial(2, Outcome.FAIL).model_dump_json())
+    assert [r.key.trial for r in store.trials("r1")] == [0, 1]  # readers ignore it
+    with store.open_run(release()) as h:
+        assert trial(2).key.slug() not in h.done()
+        assert not stray.exists()
+        assert h.add_trial(trial(2), {})
+    assert [r.outcome for r in store.trials("r1")] == [Outcome.FAIL, Outcome.PASS, Outcome.PASS]
+
+
+def test_a_torn_manifest_line_is_not_committed_and_is_trimmed(tmp_path):
+    store, rdir = _run(tmp_path, seal=False)
+    with (rdir / MANIFEST).open("ab") as fh:
+        fh.write(b'{"seq": 3, "path": "trials/')
+    assert len(store.trials("r1")) == 2
+    with store.open_run(release()) as h:
+        assert h.add_trial(trial(2), {})
+    assert len(store.trials("r1")) == 3
+
+
+def test_validity_and_results_are_typed_sealed_records(tmp_path):
+    store, _ = _run(tmp_path)
+    v = store.validity("r1")
+    assert v is not None and v.valid and v.manifest_entries == 3
+    assert v.manifest_head == store.manifest("r1")[2].head
+    assert store.results("r1") == []
+
+
+# -- names -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "../x", "../../evil", "a/b", "..", ".hidden", "-x", "a..b", "x" * 65, "a b", "é"]
+)
+def test_unsafe_names_are_refused(bad):
+    assert name_problem(bad) is not None
+
+
+@pytest.mark.parametrize("good", ["production-previous", "cand", "v1.2_rc-3", "A9"])
+def test_safe_names_pass(good):
+    assert name_problem(good) is None
+
+
+def test_inside_refuses_a_path_that_escapes_even_through_a_symlink(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path)
+    assert inside(root, root / "a" / "b") == root / "a" / "b"
+    with pytest.raises(ConfigError, match="outside"):
+        inside(root, root / ".." / "x")
+    with pytest.raises(ConfigError, match="outside"):
+        inside(root, root / "link" / "x")
+
+
+def test_run_refs_are_names(tmp_path):
+    with pytest.raises(ConfigError, match="RUN"):
+        Store(tmp_path).resolve_run("../../etc")

@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.decision import RunDecision
 from harness.errors import ConfigError
+from harness.names import MAX_RUN_ID, check_name, inside
 from harness.project import Project
 from harness.report.data import ArmCase, ReportData, build_report, report_from_decision
 from harness.report.html import render_html
@@ -149,7 +150,8 @@ def _write(path: Path, data: bytes, option: str) -> Path:
 
 
 def _html_path(project: Project, run_id: str) -> Path:
-    return project.reports_dir / run_id / "index.html"
+    check_name(run_id, kind="run", field="RUN", max_len=MAX_RUN_ID)
+    return inside(project.reports_dir, project.reports_dir / run_id / "index.html")
 
 
 def _write_html(project: Project, data: ReportData) -> Path:
