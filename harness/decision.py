@@ -216,7 +216,6 @@ def decide_run(
             judged_trials.setdefault(r.key.case_id, []).append(r)
     result = RunDecision(run_id, record, decision, tuple(notes), judged_trials)
     if write and handle is not None:
-        handle.add_result(
-            ResultRecord.model_validate({"computed_at": dt.datetime.now(dt.UTC), **result.to_json()})
-        )
+        now = dt.datetime.now(dt.UTC)
+        handle.add_result(ResultRecord.model_validate({"computed_at": now, **result.to_json()}))
     return result

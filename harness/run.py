@@ -30,6 +30,7 @@ from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
 from harness.project import Project, Release, agent_code_digests
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
+from harness.sandbox.prune import owned_prefix
 from harness.store import RunHandle, Store
 from harness.trial import TrialOutput, TrialSpec
 
@@ -251,7 +252,7 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
             contract = lc.case.contract
             if contract.agent.image != contract.verifier.image:
                 continue
-            with tempfile.TemporaryDirectory(prefix="harness-image-") as tmp:
+            with tempfile.TemporaryDirectory(prefix=owned_prefix("image")) as tmp:
                 tree = Path(tmp) / "tree"
                 materialize(lc, tree)
                 out[lc.id] = build_case_image(

@@ -49,6 +49,7 @@ from harness.records import (
     RunRecord,
     ValidityRecord,
 )
+from harness.sandbox.prune import sweep_store_debris
 
 __all__ = ["MANIFEST", "RunHandle", "Store"]
 
@@ -94,7 +95,8 @@ def _write_once(path: Path, data: bytes) -> bool:
     _mkdir(path.parent)
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        # The writer's pid in the name lets a later writer sweep it once we are dead.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-p{os.getpid()}-")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -159,7 +161,7 @@ def _chain(seq: int, path: str, digest: str, blobs: tuple[str, ...], prev: str) 
 
 
 def _load_manifest(run_dir: Path) -> tuple[list[ManifestEntry], int]:
-    """Committed entries, chain-checked, and the byte length they span.
+    """Return the committed entries, chain-checked, and the byte length they span.
 
     A last line without its newline is an append cut short: not committed, ignored.
 
@@ -282,7 +284,7 @@ class Store:
 
     # -- verified reads ----------------------------------------------------------------
     def manifest(self, run_id: str) -> list[ManifestEntry]:
-        """The run's committed entries, chain and seal checked.
+        """Return the run's committed entries, chain and seal checked.
 
         Raises:
             StoreIntegrityError: the manifest is missing, corrupt, or no longer reaches
@@ -309,7 +311,7 @@ class Store:
         return entries
 
     def _committed(self, rdir: Path, entry: ManifestEntry) -> bytes:
-        """The bytes of a committed file, checked against its entry (and its blobs)."""
+        """Return a committed file's bytes, checked against its entry (and its blobs)."""
         path = rdir / entry.path
         try:
             data = path.read_bytes()
@@ -350,7 +352,7 @@ class Store:
         return _slugs(_load_manifest(self.run_dir(run_id))[0])
 
     def validity(self, run_id: str) -> ValidityRecord | None:
-        """The run's end-of-run check and seal, or None when the run has not finished."""
+        """Return the end-of-run check and seal, or None when the run has not finished."""
         rdir = self.run_dir(run_id)
         seal = next((e for e in self.manifest(run_id) if e.path == VALIDITY), None)
         if seal is None:
@@ -412,6 +414,7 @@ class RunHandle:
         # We hold the run's lock: temporary files here are debris of a killed writer.
         for debris in [*self.dir.glob(".tmp-*"), *(self.dir / "trials").glob(".tmp-*")]:
             debris.unlink(missing_ok=True)
+        sweep_store_debris(self.store.root)
         self._entries, end = _load_manifest(self.dir)
         mpath = self.dir / MANIFEST
         if mpath.exists() and mpath.stat().st_size != end:

@@ -42,6 +42,7 @@ from harness.records import (
     Verdict,
 )
 from harness.sandbox.base import ExecResult, Sandbox, SandboxSession
+from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
@@ -270,7 +271,7 @@ def verify_tree(
         backend=getattr(sandbox, "name", ""),
         downgrade=downgrade,
     )
-    with tempfile.TemporaryDirectory(prefix="harness-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
         ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
         return _verifier_phase(ctx, 1, tree)[1]
 
@@ -418,7 +419,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     attempts: list[AttemptRecord] = []
     stop = "single_attempt"
     case_digest = spec.case_digest
-    with tempfile.TemporaryDirectory(prefix="harness-trial-") as tmpname:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("trial")) as tmpname:
         tmp = Path(tmpname)
         try:
             lc = _load_planned_case(spec)

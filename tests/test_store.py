@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import multiprocessing
 from pathlib import Path
@@ -180,7 +181,7 @@ def _rechain(rdir: Path) -> None:
     prev = "sha256:" + "0" * 64
     out = []
     for e in lines:
-        digest = "sha256:" + __import__("hashlib").sha256((rdir / e["path"]).read_bytes()).hexdigest()
+        digest = "sha256:" + hashlib.sha256((rdir / e["path"]).read_bytes()).hexdigest()
         new = _chain(e["seq"], e["path"], digest, tuple(e["blobs"]), prev)
         out.append(new.model_dump_json())
         prev = new.head

@@ -18,6 +18,7 @@ from harness.cases.load import LoadedCase
 from harness.errors import CaseError
 from harness.records import Outcome, Verdict
 from harness.sandbox.base import Sandbox
+from harness.sandbox.prune import owned_prefix
 from harness.trial import verdict_from_exception, verify_tree
 from harness.workspace import materialize
 
@@ -73,7 +74,7 @@ def validate_case(
             lc.id, "skipped", None, None, "expects abstention: no change to verify"
         )
     assert case.reference is not None
-    with tempfile.TemporaryDirectory(prefix="harness-validate-") as name:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("validate")) as name:
         tmp = Path(name)
         red_tree, green_tree = tmp / "red", tmp / "green"
         materialize(lc, red_tree)

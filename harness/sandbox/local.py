@@ -55,6 +55,7 @@ from harness.sandbox._host import (
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
 from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+from harness.sandbox.prune import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",
@@ -610,7 +611,7 @@ class LocalSandbox:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "session"
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
-            root = Path(tempfile.mkdtemp(prefix=f"harness-{safe}-", dir=self.base_dir))
+            root = Path(tempfile.mkdtemp(prefix=owned_prefix(safe), dir=self.base_dir))
         except OSError as exc:
             raise SandboxUnavailableError(
                 f"local sandbox: cannot create a session under {self.base_dir}: {exc}"

@@ -1,60 +1,131 @@
-"""Sweep what killed runs left behind: local sessions, exec cgroups, Docker containers.
+"""Sweep what killed runs left behind: temp dirs, local sessions, exec cgroups, containers.
 
-A local session records the pid of the harness process that opened it; a session whose
-owner is gone is an orphan (its processes died with bwrap's ``--die-with-parent``; its
-tmpfs mount and folder remain). ``harness run`` sweeps orphans before starting, so a
-``kill -9`` never accumulates leftovers; ``harness sandbox prune`` does it on demand.
+Every temporary folder the harness makes on the host is discoverable and owned: its name
+carries the owning process's pid (``harness-<kind>-p<pid>-XXXXXXXX``, see
+:func:`owned_prefix`), and a local session also records it in ``.harness-owner``. A
+folder whose owner is gone is an orphan: trial workspaces and snapshots, verifier
+staging, case-image build trees, and sessions (their processes died with bwrap's
+``--die-with-parent``; their tmpfs mount and folder remain). ``harness run`` sweeps
+orphans before starting, so a ``kill -9`` never accumulates leftovers; ``harness sandbox
+prune`` does it on demand. A live owner's folders are never touched; a pid that was
+reused by a process started after the folder was last changed does not count as alive.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from harness.errors import HarnessError
 
-__all__ = ["prune_all", "prune_local"]
+__all__ = [
+    "owned_prefix",
+    "owner_alive",
+    "prune_all",
+    "prune_local",
+    "sweep_store_debris",
+]
+
+_OWNED = re.compile(r"^harness-.*-p(\d+)-[a-z0-9_]{8}$")
+"""``tempfile`` adds 8 characters from ``[a-z0-9_]`` after the prefix."""
 
 
-def _alive(pid: int) -> bool:
+def owned_prefix(kind: str) -> str:
+    """Return the prefix of a temp folder owned by this process (pass it to ``tempfile``)."""
+    return f"harness-{kind}-p{os.getpid()}-"
+
+
+def _started_at(pid: int) -> float | None:
+    """Wall-clock start time of ``pid`` (Linux ``/proc``), or None when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 of stat: start time, clock ticks after boot
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def owner_alive(pid: int, folder: Path | None = None) -> bool:
+    """Whether process ``pid`` lives and could own ``folder``.
+
+    A process that started after ``folder`` was last modified cannot have made it: its
+    pid was reused after the owner died.
+    """
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
+    if folder is not None:
+        started = _started_at(pid)
+        with contextlib.suppress(OSError):
+            # 2 s of slack: btime has 1 s resolution and clocks are coarse.
+            if started is not None and started > folder.stat().st_mtime + 2:
+                return False
     return True
 
 
+def _owner(d: Path) -> int | None:
+    from harness.sandbox.local import OWNER_FILE
+
+    m = _OWNED.match(d.name)
+    if m:
+        return int(m.group(1))
+    owner_file = d / OWNER_FILE
+    if (d / "workspace").is_dir() and owner_file.is_file():
+        try:
+            return int(owner_file.read_text().strip() or "0")
+        except (OSError, ValueError):
+            return 0
+    return None  # not recognisably ours: leave it
+
+
 def prune_local(base_dir: Path | None = None) -> list[str]:
-    """Remove local sessions (and exec cgroups) whose owning harness process is dead."""
-    from harness.sandbox.local import OWNER_FILE, _umount
+    """Remove harness temp folders and local sessions whose owning process is dead."""
+    from harness.sandbox.local import _umount
 
     base = base_dir or Path(tempfile.gettempdir())
     removed: list[str] = []
     for d in sorted(base.glob("harness-*")):
-        owner_file = d / OWNER_FILE
-        if not (d / "workspace").is_dir() or not owner_file.is_file():
+        if not d.is_dir() or d.is_symlink():
             continue
-        try:
-            owner = int(owner_file.read_text().strip() or "0")
-        except (OSError, ValueError):
-            owner = 0
-        if owner and _alive(owner):
+        owner = _owner(d)
+        if owner is None or owner_alive(owner, d):
             continue
         if os.path.ismount(d):
             _umount(d)
         shutil.rmtree(d, ignore_errors=True)
-        removed.append(str(d))
+        if not d.exists():
+            removed.append(str(d))
     with contextlib.suppress(Exception):
         from harness.sandbox._cgroup import detect_cgroups
 
         driver = detect_cgroups()
         if driver is not None:
             driver.sweep()
+    return removed
+
+
+def sweep_store_debris(root: Path) -> list[Path]:
+    """Remove temp files in a store's blob folders whose writer is dead."""
+    removed: list[Path] = []
+    for tmp in root.glob("blobs/sha256/*/.tmp-p*-*"):
+        m = re.match(r"\.tmp-p(\d+)-", tmp.name)
+        if m and not owner_alive(int(m.group(1)), tmp):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
     return removed
 
 

@@ -10,7 +10,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,7 +110,8 @@ def test_gate_refuses_a_record_edited_from_fail_to_pass_naming_it(small):
     assert harness(small, "gate").returncode == 0  # no baseline: nothing blocks
     record = sorted((rdir / "trials").glob("*.json"))[0]
     _flip_to_pass(record)
-    for args in (("gate",), ("show",), ("report",), ("baseline", "promote", "latest", "--name", "b")):
+    promote = ("baseline", "promote", "latest", "--name", "b")
+    for args in (("gate",), ("show",), ("report",), promote):
         done = harness(small, *args)
         assert done.returncode == 4, (args, done.stdout, done.stderr)
         assert record.name in done.stderr and "changed since it was committed" in done.stderr
@@ -137,7 +141,8 @@ def test_an_edited_record_with_a_recomputed_manifest_is_detected_by_the_seal(sma
 
 def test_a_corrupt_blob_blocks_show_gate_and_report(small):
     rdir = _finished(small, "good")
-    entry = next(json.loads(x) for x in (rdir / MANIFEST).read_text().splitlines() if x and json.loads(x)["blobs"])
+    entries = [json.loads(x) for x in (rdir / MANIFEST).read_text().splitlines()]
+    entry = next(e for e in entries if e["blobs"])
     hexd = entry["blobs"][0].split(":")[1]
     blob = small / ".harness" / "blobs" / "sha256" / hexd[:2] / hexd
     blob.write_bytes(blob.read_bytes() + b"\n# tampered")
@@ -214,3 +219,44 @@ def test_a_full_disk_exits_4_and_leaves_nothing_corrupt(small, tiny_store):
     assert done.returncode == 0, done.stdout + done.stderr
     assert harness(small, "gate").returncode == 0
     assert len(json.loads(harness(small, "show", "--json").stdout)["trials"]) == 6
+
+
+# -- temp dirs of killed runs ---------------------------------------------------------------
+
+
+def _owned_by(tmp: Path, pid: int) -> list[Path]:
+    return sorted(d for d in tmp.glob("harness-*") if f"-p{pid}-" in d.name)
+
+
+def test_temp_dirs_of_a_run_killed_with_sigkill_are_removed_by_the_next_run(
+    small, tmp_path, monkeypatch
+):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    args = [sys.executable, "-m", "harness.cli", "run", "--release", "sleepy", "--k", "2"]
+    proc = subprocess.Popen(
+        [*args, "--jobs", "2", "--no-report"],
+        cwd=small,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        names = [d.name for d in _owned_by(tmp, proc.pid)]
+        if any("-trial-" in n for n in names) and any("agent" in n for n in names):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = _owned_by(tmp, proc.pid)
+    assert any("-trial-" in d.name for d in left), left  # what a kill -9 leaves behind
+    assert any("agent" in d.name for d in left), left
+    live = tmp / f"harness-trial-p{os.getpid()}-abcd1234"  # a live owner's: kept
+    live.mkdir()
+    done = harness(small, "run", "--release", "good", "--k", "1", "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _owned_by(tmp, proc.pid) == [], "the next run must sweep the killed run's dirs"
+    assert live.is_dir()
+    assert not [m for m in Path("/proc/mounts").read_text().splitlines() if str(tmp) in m]
