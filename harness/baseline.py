@@ -24,6 +24,7 @@ from harness.errors import ConfigError, StoreError, StoreWriteError
 from harness.names import Name, check_name, inside
 from harness.project import Release
 from harness.records import PhaseRecord, ReleaseRecord, RunRecord
+from harness.sandbox.prune import owner_alive
 from harness.store import Store
 
 __all__ = ["Baseline", "BaselineFile", "load_baseline", "portable", "promote"]
@@ -96,6 +97,14 @@ def portable(rec: RunRecord) -> RunRecord:
     return rec.model_copy(update={"attempts": attempts})
 
 
+def _sweep_dead_promotions(baselines_dir: Path) -> None:
+    """Remove the half-built folders of promotions killed before their final rename."""
+    for d in baselines_dir.glob(".promote-p*-*"):
+        m = re.match(r"\.promote-p(\d+)-", d.name)
+        if m and not owner_alive(int(m.group(1)), d):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def promote(
     store: Store, run_id: str, name: str, baselines_dir: Path, *, force: bool = False
 ) -> Path:
@@ -133,7 +142,8 @@ def promote(
     tmp: Path | None = None
     try:
         baselines_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=baselines_dir, prefix=f".{name}.tmp-"))
+        _sweep_dead_promotions(baselines_dir)
+        tmp = Path(tempfile.mkdtemp(dir=baselines_dir, prefix=f".promote-p{os.getpid()}-"))
         (tmp / "records").mkdir()
         bf = BaselineFile(
             name=name, promoted_at=dt.datetime.now(dt.UTC), release=release, manifest_head=head

@@ -221,6 +221,20 @@ def test_a_full_disk_exits_4_and_leaves_nothing_corrupt(small, tiny_store):
     assert len(json.loads(harness(small, "show", "--json").stdout)["trials"]) == 6
 
 
+def test_a_read_only_store_exits_4_on_run_and_still_serves_show_and_gate(small, tiny_store):
+    first = harness(small, "run", "--release", "good", "--k", "1", "--no-report")
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = _listing(tiny_store)
+    ro = subprocess.run(["mount", "-o", "remount,ro", str(tiny_store)], capture_output=True)
+    assert ro.returncode == 0, ro.stderr
+    done = harness(small, "run", "--release", "bad", "--k", "1", "--no-report")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "Read-only file system" in done.stderr and "Traceback" not in done.stderr
+    assert harness(small, "show").returncode == 0  # reading never writes
+    assert harness(small, "gate").returncode == 0
+    assert _listing(tiny_store) == before
+
+
 # -- temp dirs of killed runs ---------------------------------------------------------------
 
 
