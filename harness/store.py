@@ -28,6 +28,7 @@ it, so a record edited *and* re-entered in a recomputed manifest is detected too
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import os
@@ -86,7 +87,7 @@ def _mkdir(path: Path) -> None:
         raise _fail(path, exc) from None
 
 
-def _write_once(path: Path, data: bytes) -> bool:
+def _write_once(path: Path, data: bytes, sync: bool = True) -> bool:
     """Atomically create ``path`` with ``data``; return False if it already exists.
 
     Raises:
@@ -100,12 +101,14 @@ def _write_once(path: Path, data: bytes) -> bool:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:
             return False
-        _fsync_dir(path.parent)
+        if sync:
+            _fsync_dir(path.parent)
         return True
     except OSError as exc:
         raise _fail(path, exc) from None
@@ -114,28 +117,25 @@ def _write_once(path: Path, data: bytes) -> bool:
             Path(tmp).unlink(missing_ok=True)
 
 
-def _append(path: Path, line: bytes) -> None:
-    """Append one line and fsync it; on failure truncate back, so no torn line stays."""
+def _append(fd: int, path: Path, line: bytes, sync: bool = True) -> None:
+    """Append one line to ``fd`` and fsync it; on failure truncate back (no torn line)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
     except OSError as exc:
         raise _fail(path, exc) from None
     try:
-        size = os.fstat(fd).st_size
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view) :]
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
             os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)
-                os.fsync(fd)
-            except OSError:
-                pass  # the torn tail has no newline; readers ignore it, the writer trims it
-            raise _fail(path, exc) from None
-    finally:
-        os.close(fd)
+    except OSError as exc:
+        # If even this fails, the torn tail has no newline: readers ignore it and the
+        # next writer trims it.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        raise _fail(path, exc) from None
 
 
 def _parse(path: Path, data: bytes, model: type[M]) -> M:
@@ -197,9 +197,16 @@ def _load_manifest(run_dir: Path) -> tuple[list[ManifestEntry], int]:
 class Store:
     """A folder of blobs and runs."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, sync: bool = True) -> None:
+        """Open the store at ``root``.
+
+        ``sync=False`` skips fsync (tests and benchmarks only): a crash of the process
+        still loses nothing committed, a crash of the machine may.
+        """
         self.root = root
+        self.sync = sync
         self._good_blobs: set[str] = set()
+        self._manifests: dict[str, tuple[tuple[int, int, int], list[ManifestEntry]]] = {}
 
     # -- blobs -------------------------------------------------------------------------
     def blob_path(self, digest: str) -> Path:
@@ -218,7 +225,7 @@ class Store:
         digest = digest_bytes(data)
         path = self.blob_path(digest)
         if not path.exists():
-            _write_once(path, data)
+            _write_once(path, data, self.sync)
         return digest
 
     def get_blob(self, digest: str) -> bytes:
@@ -291,6 +298,14 @@ class Store:
                 the chain head sealed in ``validity.json``.
         """
         rdir = self.run_dir(run_id)
+        try:
+            st = (rdir / MANIFEST).stat()
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None
+        cached = self._manifests.get(run_id)
+        if cached is not None and stamp is not None and cached[0] == stamp:
+            return list(cached[1])  # unchanged since this store verified it
         entries, _ = _load_manifest(rdir)
         if not entries or entries[0].path != RELEASE:
             raise StoreIntegrityError(
@@ -308,7 +323,9 @@ class Store:
                     f"{rdir / MANIFEST}: does not reach the chain head sealed in "
                     f"{rdir / VALIDITY} (entries were rewritten after the run was sealed)"
                 )
-        return entries
+        if stamp is not None:
+            self._manifests[run_id] = (stamp, entries)
+        return list(entries)
 
     def _committed(self, rdir: Path, entry: ManifestEntry) -> bytes:
         """Return a committed file's bytes, checked against its entry (and its blobs)."""
@@ -388,6 +405,7 @@ class RunHandle:
 
     def __init__(self, store: Store, record: ReleaseRecord) -> None:
         self.store = store
+        self._manifest_fd: int | None = None
         self.run_id = record.run_id
         self.dir = store.run_dir(record.run_id)
         _mkdir(self.dir / "trials")
@@ -416,12 +434,17 @@ class RunHandle:
             debris.unlink(missing_ok=True)
         sweep_store_debris(self.store.root)
         self._entries, end = _load_manifest(self.dir)
+        self._done = _slugs(self._entries)
         mpath = self.dir / MANIFEST
         if mpath.exists() and mpath.stat().st_size != end:
             with mpath.open("r+b") as fh:  # a torn last line: never committed
                 fh.truncate(end)
+        try:
+            self._manifest_fd = os.open(mpath, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _fail(mpath, exc) from None
         path = self.dir / RELEASE
-        if not _write_once(path, record.model_dump_json(indent=2).encode()):
+        if not _write_once(path, record.model_dump_json(indent=2).encode(), self.store.sync):
             existing = _read_model(path, ReleaseRecord)
             mine = record.model_dump(exclude={"created_at", "seed"})
             if existing.model_dump(exclude={"created_at", "seed"}) != mine:
@@ -450,26 +473,32 @@ class RunHandle:
         """The manifest's chain head now."""
         return self._entries[-1].head if self._entries else GENESIS
 
-    def _commit(self, rel: str, blobs: tuple[str, ...] = ()) -> None:
-        data = (self.dir / rel).read_bytes()
+    def _commit(self, rel: str, blobs: tuple[str, ...] = (), data: bytes | None = None) -> None:
+        if data is None:
+            data = (self.dir / rel).read_bytes()
         entry = _chain(len(self._entries), rel, digest_bytes(data), blobs, self.head)
-        _append(self.dir / MANIFEST, canonical_json(entry.model_dump(mode="json")) + b"\n")
+        line = canonical_json(entry.model_dump(mode="json")) + b"\n"
+        if self._manifest_fd is None:
+            raise StoreError(f"run {self.run_id} is closed for writing")
+        _append(self._manifest_fd, self.dir / MANIFEST, line, self.store.sync)
         self._entries.append(entry)
+        if rel.startswith("trials/"):
+            self._done.add(rel[len("trials/") : -len(".json")])
 
     def _write_and_commit(self, rel: str, data: bytes, blobs: tuple[str, ...] = ()) -> None:
         path = self.dir / rel
-        if not _write_once(path, data):
+        if not _write_once(path, data, self.store.sync):
             path.unlink()  # uncommitted leftover of this writer: replace it
-            _write_once(path, data)
+            _write_once(path, data, self.store.sync)
         if rel.startswith("trials/"):
             self._written += 1
             if os.environ.get(_CRASH_ENV) == str(self._written):
                 os.kill(os.getpid(), signal.SIGKILL)
-        self._commit(rel, blobs)
+        self._commit(rel, blobs, data)
 
     def done(self) -> set[str]:
         """Slugs of trials already committed."""
-        return _slugs(self._entries)
+        return set(self._done)
 
     def add_trial(self, record: RunRecord, blobs: dict[str, bytes]) -> bool:
         """Write blobs, the run record, then commit it; False if it was already committed.
@@ -478,7 +507,7 @@ class RunHandle:
             StoreWriteError: a blob or the record could not be written (nothing committed).
         """
         slug = record.key.slug()
-        if slug in self.done():
+        if slug in self._done:
             return False
         digests = tuple(sorted({self.store.put_blob(data) for data in blobs.values()}))
         rel = f"trials/{slug}.json"
@@ -511,6 +540,9 @@ class RunHandle:
 
     def close(self) -> None:
         """Release the run lock."""
+        if self._manifest_fd is not None:
+            os.close(self._manifest_fd)
+            self._manifest_fd = None
         if self._lock is not None:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()

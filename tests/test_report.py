@@ -256,7 +256,7 @@ def make_run(
     if baseline is not None and reexecute:
         recs += trials(Arm.BASELINE, "prod", baseline)
     opened = release_record(run_id, "cand", "prod" if baseline is not None else None)
-    with store.open_run(opened) as handle:
+    with Store(project.store_dir, sync=False).open_run(opened) as handle:
         for rec in recs:
             handle.add_trial(rec, {})
         handle.seal(True, [])
