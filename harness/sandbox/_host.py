@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError
 from harness.sandbox._cgroup import CgroupDriver, detect_cgroups
+from harness.sandbox.prune import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",
@@ -214,7 +215,7 @@ def _detect() -> HostCapabilities:
         unshare = unshare if _works(probe) else None
     can_mount = False
     if root:
-        with tempfile.TemporaryDirectory(prefix="harness-mountprobe-") as d:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("mountprobe")) as d:
             try:
                 _mount_tmpfs(Path(d), 1)
                 _umount(Path(d))

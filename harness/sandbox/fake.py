@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.cases.model import PhaseContract
 from harness.sandbox.base import ExecResult, SandboxPaths, SandboxSession, Termination
+from harness.sandbox.prune import owned_prefix
 
 __all__ = ["ExecCall", "FakeSandbox", "FakeSession", "Handler", "exited"]
 
@@ -54,7 +55,7 @@ class FakeSession:
     """A session over a temporary folder; ``exec`` is delegated to the handler."""
 
     def __init__(self, handler: Handler, label: str, log: list[ExecCall]) -> None:
-        self._root = Path(tempfile.mkdtemp(prefix="harness-fake-"))
+        self._root = Path(tempfile.mkdtemp(prefix=owned_prefix("fake")))
         (self._root / "workspace").mkdir()
         (self._root / "io").mkdir()
         self._handler = handler
