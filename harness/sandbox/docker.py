@@ -71,7 +71,7 @@ from harness.sandbox._docker_engine import (
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
 from harness.sandbox._docker_sdk import docker, requests
-from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox.base import (
     Bound,
     ExecResult,
@@ -359,6 +359,15 @@ class DockerSession:
                         f"docker: the engine refused view mount {vm.source}",
                         reason="transfer_failed",
                     )
+        if self._view is not None and self._view.endpoint is not None:
+            with _engine("checking the image can run the endpoint relay", "relay_unavailable"):
+                code, _ = holder.exec_run(["test", "-x", RELAY_PYTHON], user="0")
+            if code != 0:
+                raise SandboxUnavailableError(
+                    f"docker: image {self._image_id} has no {RELAY_PYTHON}, which the "
+                    "endpoint relay needs",
+                    reason="relay_unavailable",
+                )
         seed = (self._image_labels or {}).get(SEED_LABEL)
         if seed:
             with _engine(f"seeding the workspace from {seed}", "seed_failed"):

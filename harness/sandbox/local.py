@@ -53,7 +53,7 @@ from harness.sandbox._host import (
     plan_isolation,
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
-from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox.base import (
     SYSTEM_PATH,
     Bound,
@@ -176,6 +176,11 @@ def _check_view(view: SealedView | None, plan: IsolationPlan) -> None:
         if not is_socket:
             raise SandboxUnavailableError(
                 f"local sandbox: endpoint {view.endpoint} is not a unix socket; cannot relay it",
+                reason="relay_unavailable",
+            )
+        if not os.access(RELAY_PYTHON, os.X_OK):
+            raise SandboxUnavailableError(
+                f"local sandbox: the endpoint relay needs the system's {RELAY_PYTHON}",
                 reason="relay_unavailable",
             )
     for m in view.mounts:
