@@ -52,15 +52,20 @@ def test_without_bwrap_network_falls_back_to_unshare_and_root_fs_is_unenforceabl
     plan = plan_isolation(_contract(), NO_BWRAP, frozenset({"read_only_root"}))
     assert plan.network == "unshare" and not plan.bwrap
     assert plan.downgraded == ("read_only_root",)
-    assert plan_isolation(_contract(read_only_root=False), NO_BWRAP).downgraded == ()
+    # No bwrap, no sealed view: even a writable-root contract must downgrade explicitly.
+    with pytest.raises(ContractUnenforceableError, match="sealed view"):
+        plan_isolation(_contract(read_only_root=False), NO_BWRAP)
 
 
 def test_no_network_isolation_at_all_is_unenforceable() -> None:
     caps = NO_BWRAP.model_copy(update={"unshare": None})
     with pytest.raises(ContractUnenforceableError) as err:
-        plan_isolation(_contract(read_only_root=False), caps)
+        plan_isolation(_contract(read_only_root=False), caps, frozenset({"read_only_root"}))
     assert err.value.bound == "network"
-    assert plan_isolation(_contract(read_only_root=False, network="host"), caps).network == ("host")
+    plan = plan_isolation(
+        _contract(read_only_root=False, network="host"), caps, frozenset({"read_only_root"})
+    )
+    assert plan.network == "host"
 
 
 def test_without_cgroups_pids_is_unenforceable_and_memory_uses_rlimit_as() -> None:
@@ -111,7 +116,11 @@ def test_unshare_fallback_still_denies_network(tmp_path: Path) -> None:
         with sandbox.open(_contract(), label="t", downgrade=frozenset({"read_only_root"})) as s:
             assert s.plan.network == "unshare"
             denied = s.exec(["python3", "-c", code])
-        with sandbox.open(_contract(network="host", read_only_root=False), label="t") as s:
+        with sandbox.open(
+            _contract(network="host", read_only_root=False),
+            label="t",
+            downgrade=frozenset({"read_only_root"}),
+        ) as s:
             allowed = s.exec(["python3", "-c", code])
     finally:
         listener.close()
