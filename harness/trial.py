@@ -71,6 +71,9 @@ class TrialSpec:
     """Case image (container backends): both phases start from it, its workspace seeded."""
     run_seed: int = 0
     """The run's recorded seed; the agent's ``HARNESS_SEED`` derives from it."""
+    endpoint: str | None = None
+    """Host unix socket of the one endpoint (the model gateway) relayed into the agent
+    phase only; ``None``: the agent reaches nothing."""
 
 
 @dataclass
@@ -197,9 +200,10 @@ def _agent_view(ctx: _Context) -> SealedView | None:
     staged = ctx.tmp / "agent-files"
     if not staged.exists():
         stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
-    if not staged.exists():
+    mounts = (ViewMount(source=str(staged), target=AGENT_DIR),) if staged.exists() else ()
+    if not mounts and ctx.spec.endpoint is None:
         return None
-    return SealedView(mounts=(ViewMount(source=str(staged), target=AGENT_DIR),))
+    return SealedView(mounts=mounts, endpoint=ctx.spec.endpoint)
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
