@@ -52,13 +52,52 @@ class Baseline:
     records: list[RunRecord]
     digest: str
     """Tree digest of the baseline folder: a re-promoted baseline is a different one."""
+    folder: Path | None = None
+    """Where the baseline was loaded from (named in errors)."""
 
     @property
     def release_definition(self) -> Release:
-        """The baseline system's release, rebuilt from its stored definition."""
+        """The baseline system's release, rebuilt from its stored definition.
+
+        Raises:
+            ConfigError: the stored agent definition no longer runs under the sealed view
+                (e.g. a ``{project}`` host path): the baseline must be re-promoted.
+        """
         sysdef = self.file.release.system
-        return Release.model_validate(
-            {"agent": sysdef["agent"], "components": sysdef["components"], "retry": sysdef["retry"]}
+        try:
+            return Release.model_validate(
+                {
+                    "agent": sysdef["agent"],
+                    "components": sysdef["components"],
+                    "retry": sysdef["retry"],
+                }
+            )
+        except (ValidationError, KeyError) as exc:
+            raise self.stale(f"its stored release definition is no longer valid: {exc}") from None
+
+    def check_agent_files(self, now: dict[str, str]) -> None:
+        """Refuse a baseline whose declared agent files differ from the project's ``now``.
+
+        Raises:
+            ConfigError: a file the baseline's agent declared changed since promotion.
+        """
+        stored = self.file.release.system.get("agent_files", {})
+        if stored != now:
+            changed = sorted(k for k in {*stored, *now} if stored.get(k) != now.get(k))
+            raise self.stale(
+                f"its agent files changed since it was promoted ({', '.join(changed)}), "
+                "so the system the baseline measured cannot be re-executed"
+            )
+
+    def stale(self, why: str) -> ConfigError:
+        """Build the error for a baseline that cannot be re-executed (re-promotion hint)."""
+        name = self.file.name
+        return ConfigError(
+            f"baseline {name!r} cannot be re-executed under the sealed view: {why}. "
+            f"Re-run its release and re-promote it: `harness run --release <release> --k N` "
+            f"then `harness baseline promote RUN --name {name} --force`",
+            file=(self.folder / "baseline.json") if self.folder else None,
+            field="release.system.agent",
         )
 
 
@@ -191,4 +230,4 @@ def load_baseline(baselines_dir: Path, name: str) -> Baseline:
         ]
     except (ValidationError, json.JSONDecodeError) as exc:
         raise ConfigError(f"baseline is malformed: {exc}", file=path) from None
-    return Baseline(file=bf, records=records, digest=tree_digest(folder))
+    return Baseline(file=bf, records=records, digest=tree_digest(folder), folder=folder)

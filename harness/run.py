@@ -143,6 +143,12 @@ def plan_run(
         )
         # What actually runs now: the harness's own agent code and case images.
         base_def["agent_code"] = agent_code_digests(base_release)
+        if base_release.agent.files or "agent_files" in base_def:
+            try:
+                now = project.agent_file_digests(baseline, base_release)
+            except ConfigError as exc:
+                raise base.stale(exc.message) from None
+            base.check_agent_files(now)
         base_def.pop("case_images", None)
         if images:
             base_def["case_images"] = images
@@ -277,6 +283,7 @@ def _spec(
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
+        run_seed=record.seed,
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),

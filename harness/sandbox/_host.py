@@ -111,12 +111,16 @@ def plan_isolation(
         else:
             cannot("network", "neither bwrap nor a working `unshare --net` is available")
             network = "none"
-    ro_root = False
-    if contract.read_only_root:
-        if caps.bwrap:
-            ro_root = True
-        else:
-            cannot("read_only_root", "bwrap (package bubblewrap) is not available")
+    ro_root = bool(contract.read_only_root and caps.bwrap)
+    if not caps.bwrap:
+        # Without a mount namespace there is no sealed view either: the command would see
+        # the host's files (project, store, /root). Even a contract that allows a writable
+        # root must say so explicitly.
+        cannot(
+            "read_only_root",
+            "bwrap (package bubblewrap) is not available: no read-only root and no sealed "
+            "view (the command would see the host's files)",
+        )
     memory: Literal["cgroup", "rlimit_as", "none"] = "cgroup" if caps.cgroups else "rlimit_as"
     if caps.cgroups and not caps.cgroups.swap_accounted:
         cannot("memory", "swap is on but the cgroup cannot account it (memsw/swap.max)")

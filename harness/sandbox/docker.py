@@ -46,6 +46,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -70,7 +71,15 @@ from harness.sandbox._docker_engine import (
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
 from harness.sandbox._docker_sdk import docker, requests
-from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
+from harness.sandbox.base import (
+    Bound,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    Termination,
+    session_env,
+)
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -88,7 +97,6 @@ __all__ = [
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
 _EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
     rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
@@ -101,6 +109,30 @@ _NOT_FOUND = re.compile(
     r"permission denied",
     re.I,
 )
+
+
+def _check_relay(endpoint: str) -> None:
+    """Check the endpoint can be bound into containers: a unix socket, a local engine.
+
+    Raises:
+        SandboxUnavailableError: a remote engine, or no unix socket at ``endpoint``.
+    """
+    host = os.environ.get("DOCKER_HOST", "unix://")
+    if not host.startswith("unix://"):
+        raise SandboxUnavailableError(
+            f"docker: cannot relay endpoint {endpoint} to a remote engine ({host}); "
+            "the endpoint relay binds a host unix socket and needs a local engine",
+            reason="relay_unavailable",
+        )
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(endpoint).st_mode)
+    except OSError:
+        is_socket = False
+    if not is_socket:
+        raise SandboxUnavailableError(
+            f"docker: endpoint {endpoint} is not a unix socket; cannot relay it",
+            reason="relay_unavailable",
+        )
 
 
 class DockerSandbox:
@@ -172,15 +204,32 @@ class DockerSandbox:
         return tuple(skipped)
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> DockerSession:
         """Open a session: volumes + holder container from the contract's image.
 
+        ``view``'s mounts are copied (through the API, so a remote engine works too) into
+        one volume each, mounted read-only at the target in every command container.
+
         Raises:
             ContractUnenforceableError: the engine lacks a cgroup controller a bound needs.
-            SandboxUnavailableError: engine unreachable, image missing, create/start failure.
+            SandboxUnavailableError: engine unreachable, image missing, create/start failure,
+                a view mount source that is not a directory.
 
         """
+        if view is not None and view.endpoint is not None:
+            _check_relay(view.endpoint)
+        for m in view.mounts if view is not None else ():
+            if not os.path.isdir(m.source):
+                raise SandboxUnavailableError(
+                    f"docker: view mount source {m.source} is not a directory",
+                    reason="view_unavailable",
+                )
         skipped = self._check(contract, downgrade)
         image_ref = contract.image or self.default_image
         with _engine(
@@ -189,7 +238,14 @@ class DockerSandbox:
         ):
             image = self._client.images.get(image_ref)
         return DockerSession(
-            self._client, self, contract, image.id, label, skipped, dict(image.labels or {})
+            self._client,
+            self,
+            contract,
+            image.id,
+            label,
+            skipped,
+            dict(image.labels or {}),
+            view,
         )
 
 
@@ -205,8 +261,10 @@ class DockerSession:
         label: str,
         downgraded: tuple[str, ...],
         image_labels: dict[str, str] | None = None,
+        view: SealedView | None = None,
     ) -> None:
         self._client = client
+        self._view = view
         self._image_labels = image_labels
         self._contract = contract
         self._image_id = image_id
@@ -246,7 +304,27 @@ class DockerSession:
                 )
             self._volumes.append(vol)
             mounts.append(docker.types.Mount(target, name, type="volume", no_copy=True))
-        self._mounts = mounts  # commands: never re-seed an emptied workspace from the image
+        view_mounts = []
+        for i, vm in enumerate(self._view.mounts if self._view is not None else ()):
+            name = f"harness-{self._sid}-view{i}"
+            with _engine(f"creating volume {name}", "create_failed"):
+                self._volumes.append(
+                    self._client.volumes.create(name=name, driver="local", labels=self._labels)
+                )
+            view_mounts.append((vm, name))
+        # Commands: never re-seed an emptied workspace from the image; view volumes read-only.
+        self._mounts = mounts + [
+            docker.types.Mount(vm.target, name, type="volume", no_copy=True, read_only=True)
+            for vm, name in view_mounts
+        ]
+        if self._view is not None and self._view.endpoint is not None:
+            self._mounts.append(
+                docker.types.Mount(
+                    ENDPOINT_SOCKET, self._view.endpoint, type="bind", read_only=True
+                )
+            )
+        holder_volumes = {m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts}
+        holder_volumes.update({name: {"bind": vm.target, "mode": "rw"} for vm, name in view_mounts})
         with _engine("creating/starting the holder container", "create_failed"):
             holder = self._client.containers.run(
                 self._image_id,
@@ -258,7 +336,7 @@ class DockerSession:
                 labels={**self._labels, "harness.role": "holder"},
                 network_mode="none",
                 read_only=True,
-                volumes={m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts},
+                volumes=holder_volumes,
                 mem_limit=_HOLDER_MEM,
                 memswap_limit=_HOLDER_MEM,
                 pids_limit=16,
@@ -273,6 +351,23 @@ class DockerSession:
                 f"(state {holder.attrs['State']}); the image needs `sleep`",
                 reason="start_failed",
             )
+        for vm, _name in view_mounts:
+            data = _pack_tree(Path(vm.source), PurePosixPath("."), 0, 0)
+            with _engine(f"copying view mount {vm.source}", "transfer_failed"):
+                if not holder.put_archive(vm.target, data):
+                    raise SandboxUnavailableError(
+                        f"docker: the engine refused view mount {vm.source}",
+                        reason="transfer_failed",
+                    )
+        if self._view is not None and self._view.endpoint is not None:
+            with _engine("checking the image can run the endpoint relay", "relay_unavailable"):
+                code, _ = holder.exec_run(["test", "-x", RELAY_PYTHON], user="0")
+            if code != 0:
+                raise SandboxUnavailableError(
+                    f"docker: image {self._image_id} has no {RELAY_PYTHON}, which the "
+                    "endpoint relay needs",
+                    reason="relay_unavailable",
+                )
         seed = (self._image_labels or {}).get(SEED_LABEL)
         if seed:
             with _engine(f"seeding the workspace from {seed}", "seed_failed"):
@@ -471,15 +566,8 @@ class DockerSession:
         self._holder_alive("exec")
         c = self._contract
         limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
-        full_env = {
-            "PATH": _PATH,
-            "HOME": "/tmp",
-            "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        full_env.update({k: os.environ[k] for k in c.env if k in os.environ})
-        full_env.update(env or {})
+        base = {"HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
+        full_env = session_env(base, c, self._view, env, os.environ)
         mem = c.memory_mb * 1024 * 1024
         opts: dict[str, Any] = {}
         if "memory" not in self._downgraded:
@@ -493,11 +581,14 @@ class DockerSession:
             opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
         tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
         self._n += 1
+        run = list(argv)
+        if self._view is not None and self._view.endpoint is not None:
+            run = relay_argv(argv)
         with _engine("creating the command container", "create_failed"):
             ctr = self._client.containers.create(
                 self._image_id,
-                list(argv[1:]),
-                entrypoint=[argv[0]],
+                run[1:],
+                entrypoint=[run[0]],
                 init=True,
                 name=f"harness-{self._sid}-x{self._n}",
                 environment=full_env,

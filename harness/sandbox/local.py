@@ -35,7 +35,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -54,7 +53,17 @@ from harness.sandbox._host import (
     plan_isolation,
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
-from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._view import _check_view, _system_binds
+from harness.sandbox.base import (
+    SYSTEM_PATH,
+    Bound,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    Termination,
+    session_env,
+)
 from harness.sandbox.prune import owned_prefix
 
 __all__ = [
@@ -66,45 +75,24 @@ __all__ = [
     "plan_isolation",
 ]
 
-SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANE_PATH = SYSTEM_PATH
 _GATE = 'read -r _ || exit 125; exec "$@"'
 
 
 def sandbox_env(
-    contract: PhaseContract, home: str, tmpdir: str, extra: Mapping[str, str] | None
+    contract: PhaseContract,
+    home: str,
+    tmpdir: str,
+    extra: Mapping[str, str] | None,
+    view: SealedView | None = None,
 ) -> dict[str, str]:
-    """Build a command's whole environment: fixed base, allowlisted host vars, ``extra``."""
-    env = {
-        "PATH": f"{os.path.dirname(sys.executable)}:{SANE_PATH}",
-        "HOME": home,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "TMPDIR": tmpdir,
-    }
-    for name in contract.env:
-        if name in os.environ:
-            env[name] = os.environ[name]
-    env.update(extra or {})
-    return env
+    """Build a command's whole environment (see :func:`~harness.sandbox.base.session_env`).
 
-
-def _root_binds(kind: str) -> list[str]:
-    """Bind the host root entry by entry, leaving out /tmp, /proc and /dev.
-
-    A recursive bind of ``/`` would also re-mount every other session's tmpfs under /tmp
-    and race with those being unmounted concurrently (bwrap then fails to set up).
-    /tmp gets a private tmpfs anyway; /proc and /dev are provided by bwrap.
+    ``PATH`` is the view's prefix then the system's: the harness's own interpreter
+    directory is never on it.
     """
-    out: list[str] = []
-    for name in sorted(os.listdir("/")):
-        if name in ("tmp", "proc", "dev"):
-            continue
-        path = f"/{name}"
-        if os.path.islink(path):
-            out += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            out += [kind, path, path]
-    return out
+    base = {"HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmpdir}
+    return session_env(base, contract, view, extra, os.environ)
 
 
 def _drain(fd: int) -> bytes:
@@ -135,9 +123,11 @@ class LocalSession:
         plan: IsolationPlan,
         root: Path,
         label: str,
+        view: SealedView | None = None,
     ) -> None:
         self._caps, self._contract, self._plan = caps, contract, plan
         self._root, self.label = root, label
+        self._view = view
         self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
         self._lock = threading.Lock()
         self._running: dict[int, tuple[subprocess.Popen[bytes], ExecCgroup | None]] = {}
@@ -279,7 +269,7 @@ class LocalSession:
                 "--unshare-ipc",
                 "--cap-drop",
                 "ALL",
-                *_root_binds("--ro-bind" if plan.read_only_root else "--bind"),
+                *_system_binds(),
                 "--dev",
                 "/dev",
                 "--proc",
@@ -288,9 +278,16 @@ class LocalSession:
             if c.disk_mb is not None:
                 cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
+            for m in self._view.mounts if self._view is not None else ():
+                cmd += ["--ro-bind", m.source, m.target]
+            if self._view is not None and self._view.endpoint is not None:
+                # The one endpoint: its socket, and a relay listening before argv starts.
+                cmd += ["--ro-bind", self._view.endpoint, ENDPOINT_SOCKET]
+                argv = relay_argv(argv)
             if plan.read_only_root:
-                # The root is bwrap's own tmpfs with the host bound entry by entry: make
-                # it read-only too, so nothing can be created at the top level.
+                # The root is bwrap's own tmpfs with the system bound entry by entry: make
+                # it read-only too, so nothing can be created at the top level. (Without
+                # it the top level is a writable tmpfs; the host's files never are.)
                 cmd += ["--remount-ro", "/"]
             if plan.network == "bwrap":
                 cmd.append("--unshare-net")
@@ -351,7 +348,7 @@ class LocalSession:
                 f"local sandbox {self.label}: cwd {host_cwd} does not exist"
             )
         tmpdir = "/tmp" if self._plan.bwrap else str(self._root / "tmp")
-        full_env = sandbox_env(c, self._paths.io, tmpdir, env)
+        full_env = sandbox_env(c, self._paths.io, tmpdir, env, self._view)
         group: ExecCgroup | None = None
         if caps.cgroups is not None and (
             self._plan.memory == "cgroup" or self._plan.pids == "cgroup"
@@ -597,17 +594,24 @@ class LocalSandbox:
         return self._caps
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> LocalSession:
         """Open a fresh session; see :meth:`Sandbox.open`.
 
         Raises:
             ContractUnenforceableError: a bound cannot be enforced and was not downgraded.
-            SandboxUnavailableError: the session directory or its tmpfs could not be made.
+            SandboxUnavailableError: the session directory or its tmpfs could not be made,
+                or ``view`` cannot be provided (mounts need bwrap; a source is missing).
 
         """
         caps = self.capabilities
         plan = plan_isolation(contract, caps, downgrade)
+        _check_view(view, plan)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "session"
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -633,7 +637,7 @@ class LocalSandbox:
                 f"local sandbox: cannot prepare session {root} (tmpfs of "
                 f"{contract.disk_mb} MiB): {exc}"
             ) from exc
-        return LocalSession(caps, contract, plan, root, label)
+        return LocalSession(caps, contract, plan, root, label, view)
 
     def describe(self) -> dict[str, str]:
         """Backend facts for the run record."""

@@ -52,15 +52,20 @@ def test_without_bwrap_network_falls_back_to_unshare_and_root_fs_is_unenforceabl
     plan = plan_isolation(_contract(), NO_BWRAP, frozenset({"read_only_root"}))
     assert plan.network == "unshare" and not plan.bwrap
     assert plan.downgraded == ("read_only_root",)
-    assert plan_isolation(_contract(read_only_root=False), NO_BWRAP).downgraded == ()
+    # No bwrap, no sealed view: even a writable-root contract must downgrade explicitly.
+    with pytest.raises(ContractUnenforceableError, match="sealed view"):
+        plan_isolation(_contract(read_only_root=False), NO_BWRAP)
 
 
 def test_no_network_isolation_at_all_is_unenforceable() -> None:
     caps = NO_BWRAP.model_copy(update={"unshare": None})
     with pytest.raises(ContractUnenforceableError) as err:
-        plan_isolation(_contract(read_only_root=False), caps)
+        plan_isolation(_contract(read_only_root=False), caps, frozenset({"read_only_root"}))
     assert err.value.bound == "network"
-    assert plan_isolation(_contract(read_only_root=False, network="host"), caps).network == ("host")
+    plan = plan_isolation(
+        _contract(read_only_root=False, network="host"), caps, frozenset({"read_only_root"})
+    )
+    assert plan.network == "host"
 
 
 def test_without_cgroups_pids_is_unenforceable_and_memory_uses_rlimit_as() -> None:
@@ -111,7 +116,11 @@ def test_unshare_fallback_still_denies_network(tmp_path: Path) -> None:
         with sandbox.open(_contract(), label="t", downgrade=frozenset({"read_only_root"})) as s:
             assert s.plan.network == "unshare"
             denied = s.exec(["python3", "-c", code])
-        with sandbox.open(_contract(network="host", read_only_root=False), label="t") as s:
+        with sandbox.open(
+            _contract(network="host", read_only_root=False),
+            label="t",
+            downgrade=frozenset({"read_only_root"}),
+        ) as s:
             allowed = s.exec(["python3", "-c", code])
     finally:
         listener.close()
@@ -175,7 +184,7 @@ def test_cpu_bound_per_process_and_tree_wide(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_host_secrets_absent_and_python_is_the_harness_interpreter(
+def test_host_secrets_absent_and_python_is_the_systems_not_the_harness(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2-secret")
@@ -193,7 +202,9 @@ def test_host_secrets_absent_and_python_is_the_harness_interpreter(
     names, exe, home = r.stdout.decode().splitlines()
     assert "AWS_SECRET_ACCESS_KEY" not in names and "GITHUB_TOKEN" not in names
     assert b"hunter2" not in r.stdout and b"ghp_" not in r.stdout
-    assert os.path.realpath(exe) == os.path.realpath(sys.executable)
+    # The harness's own interpreter (and its site-packages) never reaches a sandbox.
+    assert os.path.dirname(exe) != os.path.dirname(sys.executable), exe
+    assert exe.startswith("/usr/"), exe
     assert home == s.paths.io
 
 
@@ -310,11 +321,11 @@ def test_a_bwrap_setup_failure_is_infra_never_the_commands_exit(
     """
     import harness.sandbox.local as local
 
-    real = local._root_binds
+    real = local._system_binds
     with LocalSandbox(tmp_path).open(PhaseContract(), label="setup-fails") as s:
         assert s.exec(["sh", "-c", "exit 1"]).exit_code == 1  # a real exit 1 stays a result
         monkeypatch.setattr(
-            local, "_root_binds", lambda kind: ["--ro-bind", "/nonexistent-src", "/x", *real(kind)]
+            local, "_system_binds", lambda: ["--ro-bind", "/nonexistent-src", "/x", *real()]
         )
         with pytest.raises(SandboxUnavailableError) as info:
             s.exec(["true"])
@@ -333,3 +344,73 @@ def test_the_host_root_is_not_bound_recursively_over_other_sessions(tmp_path: Pa
     assert ("--ro-bind", "/usr", "/usr") in pairs
     assert not any(a == "--ro-bind" and b.startswith("/tmp") for a, b, _ in pairs)
     assert cmd[cmd.index("--remount-ro") + 1] == "/"
+
+
+@pytest.mark.integration
+def test_sealed_view_shows_a_minimal_system_and_nothing_else(tmp_path: Path) -> None:
+    """Only /usr (+ /bin, /lib*), a curated /etc, private /tmp and the session are there."""
+    marker = Path("/var/tmp") / f"harness-seal-probe-{os.getpid()}"
+    marker.write_text("host var tmp")
+    project_file = Path(__file__).resolve()
+    hidden = [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/ssh",
+        "/etc/machine-id",
+        "/root",
+        "/home",
+        "/opt",
+        "/srv",
+        "/work",
+        "/mnt",
+        str(marker),
+        str(project_file),
+        os.path.dirname(sys.executable),
+        str(tmp_path / "other-trial"),  # a sibling of this session: another trial's dir
+    ]
+    (tmp_path / "other-trial").mkdir()
+    code = (
+        "import os, sys, json\n"
+        f"print(json.dumps([p for p in {hidden!r} if os.path.lexists(p)]))\n"
+        "print(json.dumps([os.path.exists(p) for p in ("
+        "'/usr/bin/python3', '/usr/bin/git', '/etc/ssl/certs', '/etc/passwd', '/tmp')]))\n"
+    )
+    try:
+        with LocalSandbox(tmp_path / "sb").open(_contract(), label="t") as s:
+            r = s.exec(["/usr/bin/python3", "-c", code])
+            git = s.exec(["git", "--version"])
+    finally:
+        marker.unlink()
+    assert r.ok, r
+    seen, present = r.stdout.decode().splitlines()
+    assert seen == "[]", f"visible inside the sandbox: {seen}"
+    assert present == "[true, true, true, true, true]", present
+    assert git.ok, git
+
+
+@pytest.mark.integration
+def test_no_bwrap_no_view_no_relay(tmp_path: Path) -> None:
+    """Without bwrap neither view mounts nor the endpoint relay exist: refuse, never drop."""
+    import socket as sk
+
+    from harness.sandbox.base import SealedView, ViewMount
+
+    sock = sk.socket(sk.AF_UNIX)
+    sock.bind(str(tmp_path / "gw.sock"))
+    sandbox = LocalSandbox(tmp_path, capabilities=NO_BWRAP)
+    views = [
+        SealedView(endpoint=str(tmp_path / "gw.sock")),
+        SealedView(mounts=(ViewMount(source=str(tmp_path), target="/opt/x"),)),
+    ]
+    try:
+        for view in views:
+            with pytest.raises(SandboxUnavailableError, match="bwrap"):
+                sandbox.open(
+                    _contract(), label="t", downgrade=frozenset({"read_only_root"}), view=view
+                )
+        with pytest.raises(SandboxUnavailableError, match="not a unix socket"):
+            LocalSandbox(tmp_path).open(
+                _contract(), label="t", view=SealedView(endpoint=str(tmp_path))
+            )
+    finally:
+        sock.close()
