@@ -40,7 +40,7 @@ class YamlLimits:
     """Bounds on one YAML file; beyond any of them the file is refused, not parsed."""
 
     max_bytes: int = 8 * 1024 * 1024
-    """File size. The largest real input, a task-set lock of ~1,000 cases, is ~3 MiB."""
+    """File size. The largest real input, a task-set lock of ~1,000 cases, is ~2.5 MiB."""
     max_depth: int = 64
     """Nesting of mappings and sequences, aliases expanded (real files nest < 10 deep)."""
     max_nodes: int = 500_000
