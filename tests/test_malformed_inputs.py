@@ -307,7 +307,9 @@ CORPUS: list[Bad] = [
     Bad(CASE, Set("repo.path", "/etc"), ("repo.path",)),
     Bad(CASE, Set("repo.path", "no-such-folder"), ("repo.path",)),
     Bad(CASE, Set("repo", {"kind": "git", "url": ".", "commit": "main"}), ("repo.commit",)),
-    Bad(CASE, Set("repo", {"kind": "archive", "path": "x.tgz", "sha256": "0" * 64}), ("repo.path",)),
+    Bad(
+        CASE, Set("repo", {"kind": "archive", "path": "x.tgz", "sha256": "0" * 64}), ("repo.path",)
+    ),
     Bad(CASE, Set("tools", "read_file"), ("tools",)),
     Bad(CASE, Set("limits.turns", 0), ("limits.turns",)),
     Bad(CASE, Set("limits.turns", 10**12), ("limits.turns",)),
