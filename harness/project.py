@@ -347,4 +347,8 @@ def load_project(root: Path) -> Project:
             raise ConfigError(
                 f"{getattr(file, name)!r} exists and is not a folder", file=path, field=name
             )
+    if file.policy is not None and (root / file.policy).is_dir():
+        raise ConfigError(
+            f"{file.policy!r} is a folder; expected the policy file", file=path, field="policy"
+        )
     return Project(root=root.resolve(), file=file)
