@@ -102,6 +102,26 @@ class Set:
 
 
 @dataclass(frozen=True)
+class RenameKey:
+    """Rename key ``old`` of the mapping at ``parent`` (for keys that are names)."""
+
+    parent: str
+    old: str
+    new: str
+
+    def __call__(self, path: Path) -> None:
+        def change(data: Any) -> Any:
+            mapping = _walk(data, _split(self.parent))
+            mapping[self.new] = mapping.pop(self.old)
+            return data
+
+        _edit(path, change)
+
+    def __str__(self) -> str:
+        return f"{self.parent}: {self.old} -> {self.new!r}"
+
+
+@dataclass(frozen=True)
 class Delete:
     """Remove the key at a dotted path."""
 
@@ -288,6 +308,12 @@ CORPUS: list[Bad] = [
     Bad(HARNESS, Set(f"{R}.components.tools", 5), (f"{R}.components.tools",)),
     Bad(HARNESS, Set(f"{R}.components.extra", {"a": [1]}), (f"{R}.components.extra.a",)),
     Bad(HARNESS, Set(f"{R}.colour", "blue"), (f"{R}.colour",)),
+    # names that become paths (release folders, run ids)
+    Bad(HARNESS, RenameKey("releases", "candidate", "../../evil"), ("releases", "../../evil")),
+    Bad(HARNESS, RenameKey("releases", "candidate", "a/b"), ("releases", "a/b")),
+    Bad(HARNESS, RenameKey("releases", "candidate", ".hidden"), ("releases", ".hidden")),
+    Bad(HARNESS, RenameKey("releases", "candidate", "x" * 65), ("releases",)),
+    Bad(HARNESS, Set(A, {"adapter": "replay", "replay_run": "../run"}), (f"{A}.replay_run",)),
     # -- case.yaml ---------------------------------------------------------------------
     *yaml_bombs(CASE),
     Bad(CASE, Fs("symlink", "nowhere.yaml"), ("regular file",)),
@@ -411,6 +437,10 @@ CORPUS: list[Bad] = [
     Bad(None, None, ("--allow-unenforced",), (*RUN, "--allow-unenforced", "gravity")),
     Bad(None, None, ("--colour",), (*RUN, "--colour")),
     Bad(None, None, ("nope",), ("cases", "validate", "--case", "nope")),
+    Bad(None, None, ("--baseline", "../x"), (*RUN, "--baseline", "../x")),
+    Bad(None, None, ("RUN", "../x"), ("gate", "../x")),
+    Bad(None, None, ("RUN", "a/b"), ("show", "a/b")),
+    Bad(None, None, ("RUN",), ("report", "../../etc")),
     Bad(HARNESS, Fs("remove"), ("--project", "harness.yaml"), ("cases", "list")),
 ]
 
