@@ -580,3 +580,49 @@ def test_no_harness_yaml_advises_the_real_option(tmp_path: Path) -> None:
     # The advice works as given: --project after the command.
     advised = CliRunner().invoke(main, ["cases", "list", "--project", str(REPO)])
     assert advised.exit_code == 0, advised.output
+
+
+# ------------------------------------------------------------------------------ controls
+
+GOOD_AGENT = {"adapter": "command", "command": ["{project}/orchestration/candidate/loop.yaml"]}
+
+VALID_VARIANTS: list[tuple[str, Mutation]] = [
+    (HARNESS, Set("store_dir", "var/harness-store")),
+    (HARNESS, Set("reports_dir", "out/reports")),
+    (HARNESS, Set(A, GOOD_AGENT)),
+    (HARNESS, Set(A, {"adapter": "command", "command": ["orchestration/candidate/loop.yaml"]})),
+    (HARNESS, Set(A, {"adapter": "command", "command": ["python3", "agent.py"]})),
+    (HARNESS, Set(A, {"adapter": "command", "command": ["/bin/sh", "-c", "true"]})),
+    (HARNESS, Set(f"{R}.retry.wall_seconds", 3600)),
+    (CASE, Set(f"{CA}.env", ["HOME", "_X1"])),
+    (CASE, Set("verifier.expected_exit", 255)),
+]
+
+
+@pytest.mark.parametrize("file,mutation", VALID_VARIANTS, ids=[str(m) for _, m in VALID_VARIANTS])
+def test_valid_variants_still_load(file: str, mutation: Mutation, template: Path, tmp_path: Path):
+    """The checks refuse the corpus, not its neighbours: these load and pass the agent check."""
+    from harness.cases.load import load_cases
+    from harness.project import load_project
+
+    root = _project(template, tmp_path, Bad(file, mutation, ()))
+    project = load_project(root)
+    project.check_agent_program("candidate")
+    assert load_cases(project.cases_dir, ["date-type"])
+
+
+@pytest.mark.parametrize("program", ["/opt/agent/bin/agent", "agent-in-the-image"])
+def test_docker_leaves_absolute_and_bare_programs_to_the_image(
+    program: str, template: Path, tmp_path: Path
+) -> None:
+    from harness.errors import ConfigError
+    from harness.project import load_project
+
+    root = _project(template, tmp_path, Bad(HARNESS, Set(A, {"command": [program]}), ()))
+    with pytest.raises(ConfigError, match="agent program"):
+        load_project(root).check_agent_program("candidate")
+    Set("backend", "docker")(root / HARNESS)
+    load_project(root).check_agent_program("candidate")  # the image's business
+    Set(A, {"command": ["{project}/nope.sh"]})(root / HARNESS)
+    with pytest.raises(ConfigError, match="not a file in the project"):
+        load_project(root).check_agent_program("candidate")
