@@ -25,6 +25,7 @@ from rich.table import Table
 
 from harness import __version__
 from harness.exitcodes import ExitCode, exit_for_exception
+from harness.project import MAX_JOBS, MAX_K
 
 F = TypeVar("F", bound=Callable[..., Any])
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -90,7 +91,14 @@ def main() -> None:
 @main.command()
 @project_option
 @click.option("--release", required=True, help="Release (in harness.yaml) to test.")
-@click.option("--k", "k", type=int, default=5, show_default=True, help="Trials per case.")
+@click.option(
+    "--k",
+    "k",
+    type=click.IntRange(1, MAX_K),
+    default=5,
+    show_default=True,
+    help=f"Trials per case (1 to {MAX_K}).",
+)
 @click.option("--baseline", default=None, help="Promoted baseline to re-execute and compare with.")
 @click.option(
     "--backend",
@@ -107,7 +115,12 @@ def main() -> None:
     help="Where trials run.",
 )
 @click.option("--scheduler", default=None, help="Dask scheduler address (with --executor dask).")
-@click.option("--jobs", type=int, default=None, help="Parallel trials (default: core count).")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, MAX_JOBS),
+    default=None,
+    help=f"Parallel trials, 1 to {MAX_JOBS} (default: core count).",
+)
 @click.option("--case", "only", multiple=True, help="Run only this case (repeatable).")
 @click.option(
     "--allow-unenforced",

@@ -8,18 +8,24 @@ file, the task-set digest and the harness version.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
 from harness.errors import ConfigError
 from harness.names import Name
+from harness.sandbox.base import SYSTEM_PATH
 
 __all__ = [
     "AGENT_DIR",
+    "MAX_JOBS",
+    "MAX_K",
     "AgentSpec",
     "Components",
     "Project",
@@ -35,19 +41,43 @@ PROJECT_FILE = "harness.yaml"
 AGENT_DIR = "/opt/harness/agent"
 """Where a release's declared agent files appear (read-only) in the agent sandbox."""
 
+MAX_K: Final = 100
+"""Most trials per case and arm a run may ask for (``--k``); pass^k is flat long before."""
+MAX_JOBS: Final = 256
+"""Most trials run at once (``--jobs``)."""
+_MAX_SECONDS: Final = 7 * 24 * 3600
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
+    )
+
+
+def _inside_project(value: str) -> str:
+    """Accept a path relative to the project naming something inside it (not the root)."""
+    if not value or value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"expected a path relative to the project folder, got {value!r}")
+    parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"path {value!r} leaves the project folder ('..' is not allowed)")
+    if not parts:
+        raise ValueError(f"path {value!r} names the project folder itself; name a folder in it")
+    return "/".join(parts)
+
+
+ProjectPath = Annotated[str, AfterValidator(_inside_project)]
+_Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class SimulatedSettings(_Frozen):
     """Settings of the labelled ``simulated`` demo agent (no LLM: applies or botches)."""
 
-    skill: dict[str, float] = Field(default_factory=dict)
+    skill: dict[str, _Probability] = Field(default_factory=dict)
     """Probability of applying the reference change, per case id; ``default`` for the rest."""
     overclaim: float = Field(default=0.0, ge=0, le=1)
     """Probability of claiming success after botching."""
-    abstain: dict[str, float] = Field(default_factory=dict)
+    abstain: dict[str, _Probability] = Field(default_factory=dict)
     """Probability of abstaining, per case id (``default`` for the rest)."""
     learns_from_feedback: float = Field(default=0.0, ge=0, le=1)
     """On a correction attempt that received feedback, probability of fixing."""
@@ -98,6 +128,19 @@ class AgentSpec(_Frozen):
                 )
         return paths
 
+    @model_validator(mode="after")
+    def _command_fits_adapter(self) -> AgentSpec:
+        if self.adapter == "command":
+            if not self.command:
+                raise ValueError("the command adapter needs a non-empty `command` (an argv list)")
+            if not self.command[0].strip():
+                raise ValueError("the program (first element of `command`) is empty")
+        elif self.command:
+            raise ValueError(f"`command` is only used by the command adapter, not {self.adapter!r}")
+        if self.simulated is not None and self.adapter != "simulated":
+            raise ValueError(f"`simulated` settings are ignored by the {self.adapter!r} adapter")
+        return self
+
 
 class RetryPolicy(_Frozen):
     """Correction attempts: allowed only when a verifier run produced new evidence."""
@@ -105,7 +148,7 @@ class RetryPolicy(_Frozen):
     max_attempts: int = Field(default=1, ge=1, le=10)
     stop_on_identical_failure: bool = True
     stop_on_infra_error: bool = True
-    wall_seconds: float | None = Field(default=None, gt=0)
+    wall_seconds: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
     """Budget of wall seconds per trial across attempts."""
     infra_retries: int = Field(default=1, ge=0, le=5)
     """How many times an infra_error is retried as infrastructure (never as feedback)."""
@@ -118,7 +161,7 @@ class Components(_Frozen):
     prompt_version: str = ""
     tools: tuple[str, ...] = ()
     """Tool definitions (names or files relative to the project)."""
-    orchestration: tuple[str, ...] = ()
+    orchestration: tuple[ProjectPath, ...] = ()
     """Orchestration code paths (files or folders, relative to the project), hashed."""
     sandbox_image: str | None = None
     extra: dict[str, str] = Field(default_factory=dict)
@@ -138,15 +181,30 @@ class ProjectFile(_Frozen):
     schema_version: Literal[1] = 1
     task_set: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]+$")] = "golden"
     """Name of the task set (its lock file is ``<cases_dir>/<task_set>.lock.yaml``)."""
-    cases_dir: str = "cases"
-    store_dir: str = ".harness"
-    reports_dir: str = "reports"
-    baselines_dir: str = "baselines"
-    policy: str | None = None
+    cases_dir: ProjectPath = "cases"
+    store_dir: ProjectPath = ".harness"
+    reports_dir: ProjectPath = "reports"
+    baselines_dir: ProjectPath = "baselines"
+    """These four folders lie inside the project, apart from each other."""
+    policy: ProjectPath | None = None
     """Promotion policy file, relative to the project."""
     backend: Literal["local", "docker"] = "local"
     releases: dict[Name, Release] = Field(min_length=1)
     """Release name → release; names are safe slugs (they name run folders and reports)."""
+
+    @model_validator(mode="after")
+    def _folders_apart(self) -> ProjectFile:
+        folders = [(n, getattr(self, n)) for n in _FOLDERS]
+        for i, (name, path) in enumerate(folders):
+            for other, other_path in folders[i + 1 :]:
+                if path == other_path or f"{path}/".startswith(f"{other_path}/"):
+                    raise ValueError(f"{name} {path!r} lies inside {other} {other_path!r}")
+                if f"{other_path}/".startswith(f"{path}/"):
+                    raise ValueError(f"{other} {other_path!r} lies inside {name} {path!r}")
+        return self
+
+
+_FOLDERS = ("cases_dir", "store_dir", "reports_dir", "baselines_dir")
 
 
 class Project(BaseModel):
@@ -208,6 +266,7 @@ class Project(BaseModel):
             ConfigError: an orchestration path does not exist.
         """
         release = self.release(name)
+        self.check_agent_program(name)
         hashed: dict[str, str] = {}
         for rel in release.components.orchestration:
             path = self.root / rel
@@ -256,9 +315,67 @@ class Project(BaseModel):
                 )
         return out
 
+    def check_agent_program(self, name: str) -> None:
+        """Refuse a command agent whose program is certainly missing.
+
+        Only what the host can tell is checked, never assuming a host path is visible in
+        the sandbox: a project-relative script (``{project}/x`` or ``dir/x``) must be a file
+        in the project; on the local backend (whose minimal system is the host's) an absolute
+        program must exist and a bare name must be on the sandbox's system PATH. On docker
+        absolute paths and bare names are the image's business.
+
+        Raises:
+            ConfigError: the program cannot be found; names harness.yaml and the field.
+        """
+        agent = self.release(name).agent
+        if agent.adapter != "command":
+            return
+        program = agent.command[0]
+        problem = _missing_program(self.root, program, self.file.backend, agent.files)
+        if problem:
+            raise ConfigError(
+                problem, file=self.root / PROJECT_FILE, field=f"releases.{name}.agent.command"
+            )
+
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
         """Digest of :meth:`system_definition`."""
         return digest_json(self.system_definition(name, task_set_digest, harness_version))
+
+
+def _missing_program(
+    root: Path, program: str, backend: str, files: tuple[str, ...] = ()
+) -> str | None:
+    """Why ``program`` (a command agent's argv[0]) cannot run, or None when it may.
+
+    The sealed sandbox sees no project path: a program is a declared agent file
+    (``{agent}/rel``), a path the sandbox provides (``/opt/harness/...``: declared
+    environments and agent files), or a program of the minimal system.
+    """
+    if program.startswith("{agent}/"):
+        rel = program.removeprefix("{agent}/")
+        declared = any(rel == f or rel.startswith(f.rstrip("/") + "/") for f in files)
+        if not declared:
+            return f"agent program {program!r} is not among the declared agent.files"
+        target = (root / rel).resolve()
+        if not target.is_relative_to(root.resolve()):
+            return f"agent program {program!r} lies outside the project folder"
+        if not target.is_file():
+            return f"agent program {program!r} is not a file in the project"
+        return None
+    if "/" in program and not program.startswith("/"):
+        return (
+            f"agent program {program!r} is a relative path, but the sealed sandbox cannot see "
+            f"the project: list it under agent.files and call it as '{{agent}}/{program}'"
+        )
+    if backend != "local" or program.startswith(AGENT_DIR.rsplit("/", 1)[0] + "/"):
+        return None
+    if program.startswith("/"):
+        if not os.path.exists(program):
+            return f"agent program {program!r} does not exist"
+        return None
+    if shutil.which(program, path=SYSTEM_PATH) is None:
+        return f"agent program {program!r} is not on the sandbox's PATH ({SYSTEM_PATH})"
+    return None
 
 
 def agent_code_digests(release: Release) -> dict[str, str]:
@@ -278,9 +395,22 @@ def load_project(root: Path) -> Project:
         ConfigError: the file is missing, malformed or does not match the schema.
     """
     path = root / PROJECT_FILE
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise ConfigError(
-            f"no {PROJECT_FILE} here; run from a project folder or pass --project", file=path
+            f"no {PROJECT_FILE} in {root}; run from a project folder or give it to the "
+            "command, e.g. `harness run --project DIR ...`",
+            file=path,
+            field="--project",
         )
     file, _ = load_model(path, ProjectFile)
+    for name in _FOLDERS:
+        target = root / getattr(file, name)
+        if (target.exists() or target.is_symlink()) and not target.is_dir():
+            raise ConfigError(
+                f"{getattr(file, name)!r} exists and is not a folder", file=path, field=name
+            )
+    if file.policy is not None and (root / file.policy).is_dir():
+        raise ConfigError(
+            f"{file.policy!r} is a folder; expected the policy file", file=path, field="policy"
+        )
     return Project(root=root.resolve(), file=file)

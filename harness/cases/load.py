@@ -124,6 +124,26 @@ def load_case(case_dir: Path) -> LoadedCase:
     return LoadedCase(case=case, dir=case_dir, digest=case_digest(case, files), files=files)
 
 
+def _case_dirs(cases_dir: Path) -> list[Path]:
+    """Folders of ``cases_dir`` holding a case file; refuse one that only looks like it."""
+    found: list[Path] = []
+    for d in sorted(cases_dir.iterdir()):
+        case_file = d / CASE_FILE
+        if case_file.is_file():
+            found.append(d)
+        elif case_file.exists() or case_file.is_symlink():
+            raise CaseError(
+                f"{CASE_FILE} is not a regular file (a folder, a broken link or a device); "
+                "a case is defined by that file",
+                file=case_file,
+            )
+        elif (d / "case.yml").exists():
+            raise CaseError(
+                f"found case.yml; the case file must be named {CASE_FILE}", file=d / "case.yml"
+            )
+    return found
+
+
 def load_cases(cases_dir: Path, only: Iterable[str] | None = None) -> list[LoadedCase]:
     """Load every ``<id>/case.yaml`` under ``cases_dir``, sorted by id.
 
@@ -131,8 +151,9 @@ def load_cases(cases_dir: Path, only: Iterable[str] | None = None) -> list[Loade
         CaseError: any case is invalid, or ``only`` names an unknown case.
     """
     if not cases_dir.is_dir():
-        raise CaseError("cases folder does not exist", file=cases_dir)
-    loaded = [load_case(d) for d in sorted(cases_dir.iterdir()) if (d / CASE_FILE).is_file()]
+        what = "is not a folder" if cases_dir.exists() else "does not exist"
+        raise CaseError(f"cases folder {what}", file=cases_dir, field="cases_dir")
+    loaded = [load_case(d) for d in _case_dirs(cases_dir)]
     seen: dict[str, Path] = {}
     for lc in loaded:
         if lc.id in seen:

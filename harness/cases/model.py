@@ -34,9 +34,36 @@ __all__ = [
 CASE_SCHEMA_VERSION: Final = 1
 _ID_RE = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
+# Upper bounds of a case's sizes: far above any real need, low enough that a typo (or an
+# extra 000) is an error naming the field instead of a run that never ends or an rlimit
+# the kernel refuses. Documented in docs/inputs.md.
+MAX_SECONDS: Final = 7 * 24 * 3600
+"""Any wall-clock or CPU bound: a week."""
+MAX_MEMORY_MB: Final = 1 << 20
+"""1 TiB."""
+MAX_DISK_MB: Final = 1 << 24
+"""16 TiB."""
+MAX_PIDS: Final = 1 << 22
+"""Linux's largest ``pid_max``."""
+MAX_OUTPUT_BYTES: Final = 1 << 28
+"""256 MiB per captured stream (it is held in memory)."""
+_ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
+    )
+
+
+def _argv(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a command whose program name is empty."""
+    if value and not value[0].strip():
+        raise ValueError("the program (first element of the command) is empty")
+    return value
+
+
+Argv = Annotated[tuple[str, ...], Field(min_length=1), AfterValidator(_argv)]
 
 
 def _relative_path(value: str) -> str:
@@ -86,11 +113,11 @@ RepoSource = Annotated[FolderRepo | GitRepo | ArchiveRepo, Field(discriminator="
 class Limits(_Frozen):
     """Budgets handed to the agent (``HARNESS_LIMITS``); exceeding one fails the trial."""
 
-    turns: int | None = Field(default=None, ge=1)
+    turns: int | None = Field(default=None, ge=1, le=100_000)
     """Maximum agent turns, as reported by the agent's result."""
-    tokens: int | None = Field(default=None, ge=1)
+    tokens: int | None = Field(default=None, ge=1, le=1_000_000_000)
     """Maximum total tokens, as reported by the agent's result usage."""
-    wall_seconds: float = Field(default=600.0, gt=0)
+    wall_seconds: float = Field(default=600.0, gt=0, le=MAX_SECONDS)
     """Wall-clock budget of the agent phase (also its sandbox timeout when smaller)."""
 
 
@@ -101,23 +128,23 @@ class PhaseContract(_Frozen):
     """Container image for container backends; ignored by the local backend."""
     network: Literal["none", "host"] = "none"
     """``none`` denies all network access (a fresh network namespace)."""
-    timeout_seconds: float = Field(default=300.0, gt=0)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=MAX_SECONDS)
     """Wall-clock bound; the whole process tree is killed when it fires."""
-    cpu_seconds: float | None = Field(default=None, gt=0)
+    cpu_seconds: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
     """CPU-time bound of the phase's processes."""
-    cpus: float | None = Field(default=None, gt=0)
+    cpus: float | None = Field(default=None, gt=0, le=1024)
     """CPU share (container backends)."""
-    memory_mb: int = Field(default=2048, ge=16)
+    memory_mb: int = Field(default=2048, ge=16, le=MAX_MEMORY_MB)
     """Memory bound, swap included."""
-    pids: int = Field(default=256, ge=8)
+    pids: int = Field(default=256, ge=8, le=MAX_PIDS)
     """Maximum number of processes and threads alive at once."""
-    disk_mb: int | None = Field(default=1024, ge=1)
+    disk_mb: int | None = Field(default=1024, ge=1, le=MAX_DISK_MB)
     """Bound on bytes written in the sandbox's writable area; ``null`` for none."""
-    output_bytes: int = Field(default=1 << 20, ge=1024)
+    output_bytes: int = Field(default=1 << 20, ge=1024, le=MAX_OUTPUT_BYTES)
     """Per-stream cap on captured stdout/stderr; truncation is recorded."""
     read_only_root: bool = True
     """Everything outside the workspace (and a private /tmp) is read-only."""
-    env: tuple[str, ...] = ()
+    env: tuple[Annotated[str, Field(pattern=_ENV_NAME_RE)], ...] = ()
     """Host environment variables allowed through (by name); nothing else leaks in."""
     user: str | None = None
     """Run as this user (container backends); ``null`` keeps the backend default."""
@@ -157,9 +184,9 @@ class HiddenFile(_Frozen):
 class Verifier(_Frozen):
     """How execution decides: a command, its expected exit status, required artifacts."""
 
-    command: tuple[str, ...] = Field(min_length=1)
+    command: Argv
     """argv run in the workspace of a fresh verifier sandbox (use ``[sh, -c, ...]`` for shell)."""
-    expected_exit: int = 0
+    expected_exit: int = Field(default=0, ge=0, le=255)
     """Exit status that counts as success (together with every artifact rule)."""
     artifacts: tuple[ArtifactRule, ...] = ()
     """Files that must exist afterwards, with their rules."""
@@ -170,6 +197,8 @@ class Verifier(_Frozen):
     @classmethod
     def _split_string(cls, v: object) -> object:
         if isinstance(v, str):
+            if not v.strip():
+                raise ValueError("the command is an empty string")
             return ("sh", "-c", v)
         return v
 
@@ -191,7 +220,7 @@ class Retired(_Frozen):
 class FeedbackChannel(_Frozen):
     """Signals a correction attempt may see (what the deployed agent could also observe)."""
 
-    public_command: tuple[str, ...] | None = None
+    public_command: Argv | None = None
     """A command whose output the deployed agent could see (e.g. the public test suite)."""
     hidden_diagnostics: bool = False
     """Whether hidden-test names and messages may reach the agent (default: never)."""
