@@ -28,7 +28,7 @@ from harness.digest import digest_json, short
 from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
-from harness.project import Project, Release, agent_code_digests
+from harness.project import MAX_K, Project, Release, agent_code_digests
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.sandbox.prune import owned_prefix
 from harness.store import RunHandle, Store
@@ -108,8 +108,8 @@ def plan_run(
         ConfigError: unknown release, baseline, downgrade name or invalid k.
         LockMismatchError: cases differ from the lock.
     """
-    if k < 1:
-        raise ConfigError(f"--k must be at least 1, got {k}", field="--k")
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}", field="--k")
     bad = sorted(set(downgrade) - DOWNGRADABLE)
     if bad:
         raise ConfigError(
