@@ -20,11 +20,13 @@ from harness.errors import ConfigError
 __all__ = [
     "AgentSpec",
     "Components",
+    "Price",
     "Project",
     "ProjectFile",
     "Release",
     "RetryPolicy",
     "SimulatedSettings",
+    "Upstream",
     "agent_code_digests",
     "load_project",
 ]
@@ -93,12 +95,50 @@ class Components(_Frozen):
     extra: dict[str, str] = Field(default_factory=dict)
 
 
+class Price(_Frozen):
+    """What the upstream charges, in currency units per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    """Price of one million prompt (input) tokens."""
+    output_per_mtok: float = Field(ge=0)
+    """Price of one million completion (output) tokens."""
+
+
+class Upstream(_Frozen):
+    """The model provider the harness's gateway forwards the agent's calls to.
+
+    The agent never sees this: it talks to the gateway with a per-trial token, and the
+    gateway injects the real key read from ``key_env`` on the harness host.
+    """
+
+    provider: Literal["openai"] = "openai"
+    """Wire format of the upstream: ``openai`` (an OpenAI-compatible chat completions API)."""
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")]
+    """API root including the version, e.g. ``https://api.openai.com/v1``."""
+    model: str = Field(min_length=1)
+    """The pinned model id: the only name the agent may ask for, and the id the upstream must
+    answer with (pin a dated id, e.g. ``gpt-4o-mini-2024-07-18``)."""
+    key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    """Name of the host environment variable holding the API key (never stored)."""
+    price: Price
+    response_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """Bound on one upstream response (all of it, streamed or not); slower is infra_error."""
+    retries: int = Field(default=2, ge=0, le=5)
+    """Retries of a refused connection, a 429 or a 5xx, with exponential backoff."""
+    concurrency: int = Field(default=4, ge=1, le=256)
+    """Calls in flight to this upstream at once, shared by every trial of the run."""
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """Rate limit of calls to this upstream, shared by every trial of the run."""
+
+
 class Release(_Frozen):
     """One release of the agent system."""
 
     agent: AgentSpec
     components: Components = Components()
     retry: RetryPolicy = RetryPolicy()
+    upstream: Upstream | None = None
+    """The model provider reached through the gateway (``None``: the agent calls no model)."""
 
 
 class ProjectFile(_Frozen):
@@ -189,7 +229,7 @@ class Project(BaseModel):
                     file=self.root / PROJECT_FILE,
                     field=f"releases.{name}.components.orchestration",
                 )
-        return {
+        definition: dict[str, Any] = {
             "release": name,
             "agent_code": agent_code_digests(release),
             "agent": release.agent.model_dump(mode="json"),
@@ -199,6 +239,12 @@ class Project(BaseModel):
             "task_set_digest": task_set_digest,
             "harness_version": harness_version,
         }
+        if release.upstream is not None:
+            # Which variable holds the key is not part of the system; the key never is.
+            definition["upstream"] = release.upstream.model_dump(
+                mode="json", exclude={"key_env"}
+            )
+        return definition
 
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
         """Digest of :meth:`system_definition`."""
