@@ -106,7 +106,14 @@ class BudgetExceededError(HarnessError):
     The trial fails ``budget_exceeded``: the agent's fault, measured, never self-reported.
     """
 
-    def __init__(self, message: str, *, kind: str, limit: float, observed: float) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        limit: float | None = None,
+        observed: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.limit = limit

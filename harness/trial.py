@@ -28,26 +28,30 @@ from harness.agents import prepare_agent
 from harness.cases.load import LoadedCase, load_case
 from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
-from harness.errors import EvaluatorError, HarnessError, InfraError
+from harness.errors import BudgetExceededError, EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
+from harness.gateway import Session, active_gateway
 from harness.project import AgentSpec, Release
 from harness.records import (
     Arm,
     AttemptRecord,
+    CheckResult,
     FailureType,
+    ModelUsage,
     Outcome,
     PhaseRecord,
     RunRecord,
     TrialKey,
     Verdict,
 )
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
 __all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception", "verify_tree"]
 
 _RESULT_LIMIT = 1 << 20
+_WITH_BASE_URL = 'OPENAI_BASE_URL="$HARNESS_ENDPOINT/v1" exec "$@"'
 _ARTIFACT_LIMIT = 32 << 20
 
 
@@ -89,6 +93,14 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
     """
     if isinstance(exc, InfraError):
         return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"{exc.reason}: {exc}")
+    if isinstance(exc, BudgetExceededError):
+        detail = f"gateway: {exc}"
+        return Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.BUDGET_EXCEEDED,
+            reason=f"agent: {detail}",
+            checks=(CheckResult(name="agent.budget", ok=False, detail=detail),),
+        )
     if isinstance(exc, OSError):
         return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"host: {type(exc).__name__}: {exc}")
     if isinstance(exc, HarnessError):
@@ -141,6 +153,8 @@ class _Context:
     start_dir: Path
     start_manifest: dict[str, str]
     blobs: _Blobs
+    partial: dict[int, dict[str, object]] = field(default_factory=dict)
+    """Per attempt: what the agent phase recorded before an exception ended the attempt."""
 
 
 def _label(ctx: _Context, phase: str, attempt: int) -> str:
@@ -159,8 +173,57 @@ def _agent_phase(
         return None, None, None
     contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
+    session = _gateway_session(ctx, attempt)
+    if session is None:
+        return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
+    try:
+        # Time waiting on the upstream is not the agent's: the contract's timeout stays the
+        # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
+        rec = _run_agent(
+            ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
+        )
+    finally:
+        usage = session.close()
+        for data in session.blobs.values():
+            ctx.blobs.put(data)
+        ctx.partial.setdefault(attempt, {})["model"] = usage
+    if usage.fault is not None:
+        raise InfraError(usage.fault, reason="upstream")
+    if usage.budget is not None:
+        raise BudgetExceededError(usage.budget, kind="model_calls")
+    return rec
+
+
+def _gateway_session(ctx: _Context, attempt: int) -> Session | None:
+    """Open this agent phase's gateway session when the release calls a model."""
+    upstream = ctx.spec.release.upstream
+    if upstream is None:
+        return None
+    gateway = active_gateway()
+    if gateway is None:
+        raise InfraError(
+            "the release calls a model but no gateway serves this process "
+            "(trials with an upstream run in the coordinating process)",
+            reason="gateway",
+        )
+    k = ctx.spec.key
+    label = f"{k.arm.value}--{k.case_id}--v{k.case_version}--t{k.trial:03d}--a{attempt}"
+    return gateway.open_session(label, upstream, ctx.lc.case.limits)
+
+
+def _run_agent(
+    ctx: _Context,
+    attempt: int,
+    base: Path,
+    feedback: bytes | None,
+    out: Path,
+    contract: PhaseContract,
+    timeout: float,
+    session: Session | None,
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
+    view = SealedView(endpoint=session.socket_path) if session is not None else None
     with ctx.sandbox.open(
-        contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade
+        contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade, view=view
     ) as s:
         if ctx.spec.image is None:
             s.put_tree(base)
@@ -181,10 +244,17 @@ def _agent_phase(
         for name, data in inv.io_files.items():
             s.write_file(f"{s.paths.io}/{name}", data)
         assert inv.argv is not None
-        res = s.exec(inv.argv, env=inv.env, timeout=timeout)
+        argv, env = inv.argv, dict(inv.env)
+        if session is not None:
+            # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
+            argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
+            env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
+        res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         s.get_tree(out)
-        return _phase_record("agent", res, s, ctx.blobs), res, result_file
+        record = _phase_record("agent", res, s, ctx.blobs)
+        ctx.partial.setdefault(attempt, {})["agent"] = record
+        return record, res, result_file
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
@@ -357,8 +427,13 @@ def _one_attempt(
         "feedback_blob": ctx.blobs.put(feedback) if feedback is not None else None,
     }
     fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
+    usage = ctx.partial.get(n, {}).get("model")
+    fields["model"] = usage
     verdict = None
     if agent_res is not None:
+        if isinstance(usage, ModelUsage):
+            own = max(0.0, agent_res.duration_s - usage.upstream_wait_s)
+            agent_res = agent_res.model_copy(update={"duration_s": own})
         verdict = judge_agent_phase(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
         )
@@ -370,12 +445,16 @@ def _one_attempt(
 
 
 def _guarded(
-    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int
+    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int, ctx: _Context | None = None
 ) -> tuple[AttemptRecord, Path | None]:
+    if ctx is not None:
+        ctx.partial.pop(n, None)
     try:
         return fn()
     except Exception as exc:
-        return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc)), None
+        # Keep what the agent phase measured (its output, the model transcript) on the record.
+        kept = ctx.partial.get(n, {}) if ctx is not None else {}
+        return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc), **kept), None
 
 
 def _signature(a: AttemptRecord) -> tuple[object, ...]:
@@ -433,7 +512,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
             for n in range(1, retry.max_attempts + 1):
                 infra_retries = 0
                 while True:
-                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n)
+                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n, ctx)
                     if (
                         rec.verdict.outcome is not Outcome.INFRA_ERROR
                         or infra_retries >= retry.infra_retries

@@ -1,0 +1,136 @@
+"""The trial's agent phase through the model gateway (FakeSandbox agent, real HTTP on both
+sides: the gateway's unix socket and the scripted upstream on loopback)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripted_upstream import MODEL, Script, ScriptedUpstream
+from test_trial import _honest_verifier
+
+from harness.gateway import Gateway
+from harness.project import Price, Upstream
+from harness.records import FailureType, Outcome
+from harness.sandbox.base import ExecResult
+from harness.sandbox.fake import ExecCall, FakeSandbox, exited
+from harness.trial import run_trial
+
+KEY = "sk-trial-real-key-5f1c0a"
+
+
+def _post(sock: str, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    data = json.dumps(body).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:9\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    )
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(sock)
+        s.sendall(head.encode() + data)
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    head_b, _, body_b = raw.partition(b"\r\n\r\n")
+    return int(head_b.split()[1]), json.loads(body_b)
+
+
+def model_agent(calls: int, *, fix: bool = True):  # type: ignore[no-untyped-def]
+    """An agent that asks the model ``calls`` times through the relayed endpoint, then fixes."""
+
+    def agent(call: ExecCall) -> ExecResult:
+        assert call.view is not None and call.view.endpoint is not None
+        assert call.argv[:2] == ("/bin/sh", "-c") and "OPENAI_BASE_URL" in call.argv[2]
+        token = call.env["OPENAI_API_KEY"]
+        assert call.env["HARNESS_MODEL"] == MODEL and KEY not in json.dumps(call.env)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix"}]
+        for _ in range(calls):
+            status, doc = _post(call.view.endpoint, token, {"model": MODEL, "messages": messages})
+            if status != 200:
+                break
+            messages += [doc["choices"][0]["message"], {"role": "tool", "content": "ok"}]
+        if fix:
+            (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
+        Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted"}))
+        return exited(call.argv, 0)
+
+    return agent
+
+
+def handler(agent):  # type: ignore[no-untyped-def]
+    def handle(call: ExecCall) -> ExecResult:
+        return agent(call) if "--agent" in call.label else _honest_verifier(call)
+
+    return handle
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream(Script(["ls", "cat pkg/mod.py", "sed -i s/41/42/ pkg/mod.py"])) as up:
+        yield up
+
+
+def _spec(make_spec, case_dir: Path, up: ScriptedUpstream):  # type: ignore[no-untyped-def]
+    spec = make_spec(case_dir)
+    upstream = Upstream(
+        base_url=up.base_url,
+        model=MODEL,
+        key_env="TRIAL_KEY",
+        price=Price(input_per_mtok=1.0, output_per_mtok=4.0),
+        retries=0,
+        response_seconds=20,
+    )
+    return dataclasses.replace(spec, release=spec.release.model_copy(update={"upstream": upstream}))
+
+
+def test_model_calls_are_measured_into_the_record(make_case, make_spec, upstream) -> None:
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        out = run_trial(
+            _spec(make_spec, make_case(), upstream), FakeSandbox(handler(model_agent(3)))
+        )
+    rec = out.record
+    assert rec.verdict.outcome is Outcome.PASS, rec.verdict.reason
+    model = rec.attempts[0].model
+    assert model is not None and model.turns == 3 and model.answered_model == MODEL
+    assert model.input_tokens == sum(s.input_tokens for s in upstream.served)
+    assert model.output_tokens == sum(s.output_tokens for s in upstream.served)
+    assert model.cost == pytest.approx((model.input_tokens + 4 * model.output_tokens) / 1e6)
+    for c in model.calls:
+        assert c.request_blob in out.blobs and c.response_blob in out.blobs
+    assert all(KEY.encode() not in b for b in out.blobs.values())
+    assert KEY not in rec.model_dump_json()
+
+
+def test_turn_budget_at_the_gateway_fails_the_trial(make_case, make_spec, upstream) -> None:
+    case = make_case("limits: {turns: 2}\n")
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        out = run_trial(_spec(make_spec, case, upstream), FakeSandbox(handler(model_agent(5))))
+    rec = out.record
+    assert rec.verdict.outcome is Outcome.FAIL
+    assert rec.verdict.failure_type is FailureType.BUDGET_EXCEEDED
+    assert "limit is 2 turns" in rec.verdict.reason
+    attempt = rec.attempts[0]
+    assert attempt.model is not None and attempt.model.turns == 2 and attempt.agent is not None
+    assert len(upstream.served) == 2
+
+
+def test_upstream_500_is_infra_error(make_case, make_spec, upstream) -> None:
+    upstream.script.fault = "500"
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        out = run_trial(
+            _spec(make_spec, make_case(), upstream), FakeSandbox(handler(model_agent(2)))
+        )
+    assert out.record.verdict.outcome is Outcome.INFRA_ERROR
+    assert "upstream answered 500" in out.record.verdict.reason
+    assert out.record.attempts[0].model is not None
+
+
+def test_no_gateway_in_the_process_is_infra_error(make_case, make_spec, upstream) -> None:
+    out = run_trial(_spec(make_spec, make_case(), upstream), FakeSandbox(handler(model_agent(1))))
+    assert out.record.verdict.outcome is Outcome.INFRA_ERROR
+    assert "no gateway" in out.record.verdict.reason
