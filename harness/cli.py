@@ -10,6 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,6 +110,13 @@ def main() -> None:
     "record): network, memory, pids, cpu, disk, read_only_root.",
 )
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the same one.")
+@click.option(
+    "--model-replay",
+    default=None,
+    metavar="RUN",
+    help="Serve the model's responses recorded by RUN (upstream stopped); a request that "
+    "differs is infra_error. Measures drift at no model cost; not a fresh model sample.",
+)
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @_handle_errors
@@ -124,13 +132,14 @@ def run(
     only: tuple[str, ...],
     downgrade: tuple[str, ...],
     fresh: bool,
+    model_replay: str | None,
     warn_ok: bool,
     no_report: bool,
 ) -> None:
     """Run every case K times for RELEASE, judge, and gate against the baseline."""
     from harness.decision import decide_run
     from harness.project import load_project
-    from harness.run import execute, flaky_rerun_specs, plan_run
+    from harness.run import execute, flaky_rerun_specs, model_gateway, plan_run
     from harness.store import Store
 
     if jobs is not None and jobs < 1:
@@ -147,10 +156,13 @@ def run(
         only=only or None,
         fresh=fresh,
         store=store,
+        model_replay=model_replay,
     )
+    gateway = ExitStack()  # checks keys and the executor before anything is stored
+    gateway.enter_context(model_gateway(plan, store, executor=executor_name))
     _sweep_orphans(plan.record.backend)
     executor = _executor(executor_name, scheduler, jobs)
-    with store.open_run(plan.record) as handle:
+    with gateway, store.open_run(plan.record) as handle:
         done_before = len(handle.done())
         err.print(
             f"run [bold]{handle.run_id}[/] · release {release} · system "
@@ -186,6 +198,9 @@ def run(
                 executor.close()
         decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
     _print_run_table(store, handle.run_id, decision)
+    replay_of = project.release(release).agent.replay_run
+    if project.release(release).agent.adapter == "replay" and replay_of:
+        _print_flips(store, handle.run_id, store.resolve_run(replay_of))
     if not no_report:
         _write_reports(project, store, handle.run_id, decision)
     _print_decision(decision)
@@ -247,6 +262,19 @@ def _print_run_table(store: Any, run_id: str, decision: Any) -> None:
     for row in decision.case_rows():
         table.add_row(*row)
     out.print(table)
+
+
+def _print_flips(store: Any, run_id: str, source: str) -> None:
+    from harness.replay import verdict_flips
+
+    flips = verdict_flips(store, run_id, source)
+    out.print(f"re-verified the candidates of {source}: {len(flips)} verdict flip(s)")
+    for f in flips:
+        out.print(
+            f"  flip {f.case_id} t{f.trial}: {f.recorded.value} → {f.now.value}  {f.reason[:80]}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _print_decision(decision: Any) -> None:

@@ -276,6 +276,8 @@ class ReleaseRecord(_Frozen):
     policy: dict[str, Any] | None = None
     policy_file_digest: str | None = None
     """Digest of the policy file's raw bytes when the run was opened."""
+    model_replay: str | None = None
+    """Model replay: the recorded run whose responses the gateway serves (upstream stopped)."""
     seed: int = 0
     """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
     created_at: dt.datetime

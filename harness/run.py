@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import random
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from harness.digest import digest_json, short
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
-from harness.project import Project, Release, agent_code_digests
+from harness.project import Project, Release, Upstream, agent_code_digests
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.store import RunHandle, Store
 from harness.trial import TrialOutput, TrialSpec
@@ -35,6 +36,7 @@ __all__ = [
     "execute",
     "flaky_rerun_specs",
     "load_locked_cases",
+    "model_gateway",
     "plan_run",
 ]
 
@@ -86,6 +88,7 @@ def plan_run(
     only: Sequence[str] | None = None,
     fresh: bool = False,
     store: Store | None = None,
+    model_replay: str | None = None,
 ) -> PlannedRun:
     """Fix the identity and the trial list of a run.
 
@@ -144,6 +147,8 @@ def plan_run(
         "baseline_digest": base.digest if base is not None else None,
         "policy_digest": pol_digest,
     }
+    if model_replay is not None:  # a replay is another run than a fresh sample
+        identity["model_replay"] = model_replay
     run_id = f"{release_name}-{short(digest_json(identity), 10)}"
     if fresh and store is not None:
         n = 2
@@ -170,6 +175,7 @@ def plan_run(
         policy_digest=pol_digest,
         policy=pol,
         policy_file_digest=pol_file,
+        model_replay=model_replay,
         seed=secrets.randbits(32),
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
@@ -177,7 +183,7 @@ def plan_run(
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
-    specs = _specs(project, record, arms, cases, range(k))
+    specs = _specs(project, record, arms, cases, range(k), replayed=_replayed(project, arms, store))
     return PlannedRun(
         record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy
     )
@@ -248,10 +254,41 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
     return out
 
 
+def _replayed(
+    project: Project, arms: Sequence[_ArmPlan], store: Store | None
+) -> dict[tuple[str, int], bytes]:
+    """Read the recorded candidates of arms using the ``replay`` adapter from the store.
+
+    Raises:
+        ConfigError: ``replay_run`` is missing or names no run with candidate trials.
+    """
+    from harness.replay import recorded_candidates
+
+    out: dict[tuple[str, int], bytes] = {}
+    for arm in arms:
+        agent = arm.release.agent
+        if agent.adapter != "replay":
+            continue
+        if agent.replay_run is None or store is None:
+            raise ConfigError(
+                "the replay adapter needs replay_run: the recorded run to re-verify",
+                file=project.root / "harness.yaml",
+                field=f"releases.{arm.name}.agent.replay_run",
+            )
+        out.update(recorded_candidates(store, store.resolve_run(agent.replay_run)))
+    return out
+
+
 def _spec(
-    project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int
+    project: Project,
+    record: ReleaseRecord,
+    arm: _ArmPlan,
+    lc: LoadedCase,
+    t: int,
+    replayed: Mapping[tuple[str, int], bytes],
 ) -> TrialSpec:
     key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
+    replay = replayed.get((lc.id, t)) if arm.release.agent.adapter == "replay" else None
     return TrialSpec(
         key=key,
         project_root=str(project.root),
@@ -262,6 +299,7 @@ def _spec(
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
+        replay_tarball=replay,
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),
@@ -275,9 +313,10 @@ def _specs(
     cases: Sequence[LoadedCase],
     trials: range,
     only: frozenset[str] | None = None,
+    replayed: Mapping[tuple[str, int], bytes] | None = None,
 ) -> list[TrialSpec]:
     return [
-        _spec(project, record, arm, lc, t)
+        _spec(project, record, arm, lc, t, replayed or {})
         for lc in cases
         if only is None or lc.id in only
         for arm in arms
@@ -357,3 +396,42 @@ def check_system_unchanged(
             f"system digest changed during the run ({short(record.system_digest)} → "
             f"{short(digest)}): a component of release {record.release!r} was modified"
         )
+
+
+@contextmanager
+def model_gateway(
+    plan: PlannedRun, store: Store, *, executor: str = "local"
+) -> Iterator[object | None]:
+    """Serve the run's model gateway while trials run (nothing when no arm calls a model).
+
+    Checked before the first trial: every upstream's key variable is set (unless the run
+    replays recorded responses), and the executor runs trials in this process.
+
+    Raises:
+        ConfigError: a key variable is unset, or ``--executor dask`` with an upstream.
+    """
+    from harness.gateway import Gateway, check_keys
+
+    upstreams: dict[str, Upstream] = {
+        arm.name: arm.release.upstream for arm in plan.arms if arm.release.upstream is not None
+    }
+    if not upstreams:
+        yield None
+        return
+    if executor != "local":
+        raise ConfigError(
+            "releases with an upstream run on the local executor: the model gateway lives in "
+            "the coordinating process and Dask workers cannot reach its sockets",
+            field="--executor",
+        )
+    source = plan.record.model_replay
+    if source is None:
+        check_keys(upstreams)
+    gateway = Gateway(replay_only=source is not None)
+    if source is not None:
+        from harness.replay import recorded_calls
+
+        for label, calls in recorded_calls(store, store.resolve_run(source)).items():
+            gateway.add_replay(label, calls, source)
+    with gateway.serving():
+        yield gateway

@@ -168,7 +168,9 @@ def _agent_phase(
     case = ctx.lc.case
     if ctx.spec.release.agent.adapter == "replay":
         if ctx.spec.replay_tarball is None:
-            raise EvaluatorError("replay: no recorded candidate for this trial")
+            raise EvaluatorError(
+                "replay: the recorded run has no candidate for this case and trial index"
+            )
         extract_tree(ctx.spec.replay_tarball, out)
         return None, None, None
     contract = _with_image(case.contract.agent, ctx.spec.image)

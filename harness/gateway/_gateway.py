@@ -304,7 +304,9 @@ class Session:
 class Gateway:
     """The run's model gateway: upstream clients (shared limits), sessions, tokens."""
 
-    def __init__(self, *, keys: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, keys: Mapping[str, str] | None = None, replay_only: bool = False) -> None:
+        self.replay_only = replay_only
+        """Model replay: every session is served from recorded calls, never the upstream."""
         self._keys = keys  # None: read the host environment when a client is first needed
         self.socket_dir = tempfile.mkdtemp(prefix="hgw-")
         os.chmod(self.socket_dir, 0o700)
@@ -337,6 +339,8 @@ class Gateway:
         """Open the gateway of one agent phase: a fresh socket and token."""
         with self._lock:
             replay = self._replays.get(label)
+        if replay is None and self.replay_only:
+            replay = ("no recorded calls for this trial", [])
         session = Session(
             self,
             label,
