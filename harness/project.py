@@ -241,9 +241,7 @@ class Project(BaseModel):
         }
         if release.upstream is not None:
             # Which variable holds the key is not part of the system; the key never is.
-            definition["upstream"] = release.upstream.model_dump(
-                mode="json", exclude={"key_env"}
-            )
+            definition["upstream"] = release.upstream.model_dump(mode="json", exclude={"key_env"})
         return definition
 
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
