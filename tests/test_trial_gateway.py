@@ -134,3 +134,68 @@ def test_no_gateway_in_the_process_is_infra_error(make_case, make_spec, upstream
     out = run_trial(_spec(make_spec, make_case(), upstream), FakeSandbox(handler(model_agent(1))))
     assert out.record.verdict.outcome is Outcome.INFRA_ERROR
     assert "no gateway" in out.record.verdict.reason
+
+
+def obeying_agent(call: ExecCall) -> ExecResult:
+    """An agent whose candidate depends on what the model says: it logs every command."""
+    assert call.view is not None and call.view.endpoint is not None
+    token = call.env["OPENAI_API_KEY"]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "fix"}]
+    log = []
+    for _ in range(3):
+        status, doc = _post(call.view.endpoint, token, {"model": MODEL, "messages": messages})
+        if status != 200:
+            return exited(call.argv, 1)
+        msg = doc["choices"][0]["message"]
+        log.append(json.loads(msg["tool_calls"][0]["function"]["arguments"])["command"])
+        messages += [msg, {"role": "tool", "content": call.env.get("AGENT_VARIANT", "ok")}]
+    (call.workspace / "commands.log").write_text("\n".join(log) + "\n")
+    (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
+    Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted"}))
+    return exited(call.argv, 0)
+
+
+def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
+    make_case, make_spec, upstream, tmp_path
+) -> None:
+    import datetime as dt
+
+    from harness.records import ReleaseRecord
+    from harness.replay import recorded_calls
+    from harness.store import Store
+
+    case = make_case()
+    spec = _spec(make_spec, case, upstream)
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        first = run_trial(spec, FakeSandbox(handler(obeying_agent)))
+    assert first.record.verdict.outcome is Outcome.PASS, first.record.verdict.reason
+    store = Store(tmp_path / "store")
+    now = dt.datetime.now(dt.UTC)
+    rel = ReleaseRecord(
+        run_id="recorded", release="cand", system_digest="sha256:s", system={},
+        task_set="golden", task_set_digest="sha256:t", cases={}, k=1, backend="fake",
+        created_at=now, harness_version="0",
+    )  # fmt: skip
+    with store.open_run(rel) as h:
+        h.add_trial(first.record, first.blobs)
+    upstream.stop()  # the model is gone: only the recorded responses remain
+
+    def replaying(agent_handler):  # type: ignore[no-untyped-def]
+        gw = Gateway(keys={}, replay_only=True)
+        for label, calls in recorded_calls(store, "recorded").items():
+            gw.add_replay(label, calls, "recorded")
+        with gw.serving():
+            return run_trial(spec, FakeSandbox(handler(agent_handler)))
+
+    again = replaying(obeying_agent)
+    assert again.record.verdict.outcome is Outcome.PASS, again.record.verdict.reason
+    assert again.record.attempts[0].candidate_digest == first.record.attempts[0].candidate_digest
+    model = again.record.attempts[0].model
+    assert model is not None and model.replayed_from == "recorded" and model.turns == 3
+
+    def diverging(call: ExecCall) -> ExecResult:
+        return obeying_agent(dataclasses.replace(call, env={**call.env, "AGENT_VARIANT": "no"}))
+
+    diverged = replaying(diverging)
+    assert diverged.record.verdict.outcome is Outcome.INFRA_ERROR
+    assert "trajectory diverged at turn 2" in diverged.record.verdict.reason
