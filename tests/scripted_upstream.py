@@ -76,6 +76,7 @@ def _message(step: int, command: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # stream chunks leave at once, as a real provider's do
     server: ScriptedUpstream
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -70,6 +70,13 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     server: _Server
 
+    def setup(self) -> None:
+        """Send small writes at once on TCP (headers and body are separate writes)."""
+        super().setup()
+        if self.connection.family != socket.AF_UNIX:
+            # Nagle plus the client's delayed ACK would add ~40 ms to every reply.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the stdlib's per-request stderr log (the transcript is the log)."""
 
