@@ -262,6 +262,7 @@ def _spec(
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
+        run_seed=record.seed,
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Literal
 
 from harness import __version__
-from harness.agents import prepare_agent
+from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
 from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
 from harness.errors import EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
-from harness.project import AgentSpec, Release
+from harness.project import AGENT_DIR, AgentSpec, Release
 from harness.records import (
     Arm,
     AttemptRecord,
@@ -41,7 +41,7 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
@@ -69,6 +69,8 @@ class TrialSpec:
     """Where the coordinator will store this trial's record (quoted in feedback)."""
     image: str | None = None
     """Case image (container backends): both phases start from it, its workspace seeded."""
+    run_seed: int = 0
+    """The run's recorded seed; the agent's ``HARNESS_SEED`` derives from it."""
 
 
 @dataclass
@@ -160,7 +162,10 @@ def _agent_phase(
     contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
     with ctx.sandbox.open(
-        contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade
+        contract,
+        label=_label(ctx, "agent", attempt),
+        downgrade=ctx.spec.downgrade,
+        view=_agent_view(ctx),
     ) as s:
         if ctx.spec.image is None:
             s.put_tree(base)
@@ -176,7 +181,7 @@ def _agent_phase(
             io_dir=s.paths.io,
             workspace=s.paths.workspace,
             feedback=feedback,
-            project_root=ctx.spec.project_root,
+            run_seed=ctx.spec.run_seed,
         )
         for name, data in inv.io_files.items():
             s.write_file(f"{s.paths.io}/{name}", data)
@@ -185,6 +190,16 @@ def _agent_phase(
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         s.get_tree(out)
         return _phase_record("agent", res, s, ctx.blobs), res, result_file
+
+
+def _agent_view(ctx: _Context) -> SealedView | None:
+    """What the agent phase sees besides the minimal system: its declared files only."""
+    staged = ctx.tmp / "agent-files"
+    if not staged.exists():
+        stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
+    if not staged.exists():
+        return None
+    return SealedView(mounts=(ViewMount(source=str(staged), target=AGENT_DIR),))
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
