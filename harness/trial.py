@@ -193,7 +193,7 @@ def _agent_phase(
 
 
 def _agent_view(ctx: _Context) -> SealedView | None:
-    """What the agent phase sees besides the minimal system: its declared files only."""
+    """Build what the agent phase sees besides the minimal system: its declared files."""
     staged = ctx.tmp / "agent-files"
     if not staged.exists():
         stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)

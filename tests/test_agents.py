@@ -128,5 +128,6 @@ def test_agent_files_enter_the_agent_sandbox_as_a_read_only_view(tmp_path, make_
     assert seen["main"] == "print('v1')\n"
     assert seen["argv"] == ("python3", f"{AGENT_DIR}/agent/main.py", "--flag")
     # The verifier never gets the agent's files.
-    verifier_views = [v for label, v in zip(sandbox.opened, sandbox.views) if "verifier" in label]
+    pairs = zip(sandbox.opened, sandbox.views, strict=True)
+    verifier_views = [v for label, v in pairs if "verifier" in label]
     assert verifier_views and all(v is None for v in verifier_views)

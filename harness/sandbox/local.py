@@ -132,7 +132,7 @@ Never ``shadow``/``gshadow``, ssh keys, ``machine-id`` or anything credential-li
 
 
 def _system_binds() -> list[str]:
-    """bwrap arguments showing the minimal read-only system, and nothing else of the host.
+    """Return the bwrap arguments of the minimal read-only system, nothing else of the host.
 
     ``/usr`` (with ``/bin``, ``/lib*``, ``/sbin`` as the host has them: usually links into
     ``/usr``) and a curated ``/etc``. The project folder, the store, ``/root``, ``/home``,
