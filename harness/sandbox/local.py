@@ -53,6 +53,7 @@ from harness.sandbox._host import (
     plan_isolation,
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
+from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox.base import (
     SYSTEM_PATH,
     Bound,
@@ -161,11 +162,22 @@ def _check_view(view: SealedView | None, plan: IsolationPlan) -> None:
     """Refuse a view this host cannot show: mounts need bwrap, sources must exist."""
     if view is None:
         return
-    if view.mounts and not plan.bwrap:
+    if (view.mounts or view.endpoint) and not plan.bwrap:
         raise SandboxUnavailableError(
-            "local sandbox: the sealed view's mounts need bwrap (package bubblewrap)",
+            "local sandbox: the sealed view's mounts and endpoint relay need bwrap "
+            "(package bubblewrap)",
             reason="view_unavailable",
         )
+    if view.endpoint is not None:
+        try:
+            is_socket = stat.S_ISSOCK(os.stat(view.endpoint).st_mode)
+        except OSError:
+            is_socket = False
+        if not is_socket:
+            raise SandboxUnavailableError(
+                f"local sandbox: endpoint {view.endpoint} is not a unix socket; cannot relay it",
+                reason="relay_unavailable",
+            )
     for m in view.mounts:
         if not os.path.isdir(m.source):
             raise SandboxUnavailableError(
@@ -359,6 +371,10 @@ class LocalSession:
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
             for m in self._view.mounts if self._view is not None else ():
                 cmd += ["--ro-bind", m.source, m.target]
+            if self._view is not None and self._view.endpoint is not None:
+                # The one endpoint: its socket, and a relay listening before argv starts.
+                cmd += ["--ro-bind", self._view.endpoint, ENDPOINT_SOCKET]
+                argv = relay_argv(argv)
             if plan.read_only_root:
                 # The root is bwrap's own tmpfs with the system bound entry by entry: make
                 # it read-only too, so nothing can be created at the top level. (Without

@@ -374,3 +374,31 @@ def test_sealed_view_shows_a_minimal_system_and_nothing_else(tmp_path: Path) -> 
     assert seen == "[]", f"visible inside the sandbox: {seen}"
     assert present == "[true, true, true, true, true]", present
     assert git.ok, git
+
+
+@pytest.mark.integration
+def test_no_bwrap_no_view_no_relay(tmp_path: Path) -> None:
+    """Without bwrap neither view mounts nor the endpoint relay exist: refuse, never drop."""
+    import socket as sk
+
+    from harness.sandbox.base import SealedView, ViewMount
+
+    sock = sk.socket(sk.AF_UNIX)
+    sock.bind(str(tmp_path / "gw.sock"))
+    sandbox = LocalSandbox(tmp_path, capabilities=NO_BWRAP)
+    views = [
+        SealedView(endpoint=str(tmp_path / "gw.sock")),
+        SealedView(mounts=(ViewMount(source=str(tmp_path), target="/opt/x"),)),
+    ]
+    try:
+        for view in views:
+            with pytest.raises(SandboxUnavailableError, match="bwrap"):
+                sandbox.open(
+                    _contract(), label="t", downgrade=frozenset({"read_only_root"}), view=view
+                )
+        with pytest.raises(SandboxUnavailableError, match="not a unix socket"):
+            LocalSandbox(tmp_path).open(
+                _contract(), label="t", view=SealedView(endpoint=str(tmp_path))
+            )
+    finally:
+        sock.close()
