@@ -3,10 +3,13 @@
 #   bubblewrap  read-only root, network and pid namespaces for the local sandbox
 #   git         materialises git-pinned cases; the simulated agent applies patches with it
 #   chromium    headless browser that opens the HTML report in the report tests
+#   python3-pytest  the system interpreter's pytest: the sealed sandbox shows only /usr, so
+#               verifiers run /usr/bin/python3 (never the harness's own interpreter)
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v git >/dev/null || need+=(git)
+/usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 if [ "${HARNESS_WITH_BROWSER:-0}" = 1 ]; then
   command -v chromium >/dev/null || need+=(chromium)
 fi

@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
 from harness.errors import ConfigError
 
 __all__ = [
+    "AGENT_DIR",
     "AgentSpec",
     "Components",
     "Price",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 PROJECT_FILE = "harness.yaml"
+AGENT_DIR = "/opt/harness/agent"
+"""Where a release's declared agent files appear (read-only) in the agent sandbox."""
 
 
 class _Frozen(BaseModel):
@@ -64,10 +67,37 @@ class AgentSpec(_Frozen):
 
     adapter: Literal["command", "simulated", "replay"] = "command"
     command: tuple[str, ...] = ()
-    """argv for the ``command`` adapter (gets the HARNESS_* protocol variables)."""
+    """argv for the ``command`` adapter (gets the HARNESS_* protocol variables);
+    ``{agent}`` is replaced by the folder holding ``files`` inside the sandbox."""
+    files: tuple[str, ...] = ()
+    """The agent's own code and data (files or folders, relative to the project): copied
+    read-only into the agent sandbox at ``{agent}/<path>`` and hashed into the system
+    digest. Nothing else of the project reaches the sandbox."""
     simulated: SimulatedSettings | None = None
     replay_run: str | None = None
     """For ``replay``: the run whose recorded candidates are re-applied."""
+
+    @field_validator("command")
+    @classmethod
+    def _no_host_paths(cls, argv: tuple[str, ...]) -> tuple[str, ...]:
+        if any("{project}" in a for a in argv):
+            raise ValueError(
+                "'{project}' names a host path, which the sealed agent sandbox cannot see; "
+                "list the agent's files under agent.files and refer to them as "
+                f"'{{agent}}/<path>' (they appear read-only at {AGENT_DIR})"
+            )
+        return argv
+
+    @field_validator("files")
+    @classmethod
+    def _relative(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        for rel in paths:
+            parts = Path(rel).parts
+            if not rel or Path(rel).is_absolute() or ".." in parts or rel in (".", "./"):
+                raise ValueError(
+                    f"agent file {rel!r} must be a path inside the project (relative, no '..')"
+                )
+        return paths
 
 
 class RetryPolicy(_Frozen):
@@ -242,7 +272,30 @@ class Project(BaseModel):
         if release.upstream is not None:
             # Which variable holds the key is not part of the system; the key never is.
             definition["upstream"] = release.upstream.model_dump(mode="json", exclude={"key_env"})
+        if release.agent.files:
+            definition["agent_files"] = self.agent_file_digests(name, release)
         return definition
+
+    def agent_file_digests(self, name: str, release: Release) -> dict[str, str]:
+        """Digest of each declared agent file or folder (what the sandbox will get).
+
+        Raises:
+            ConfigError: a declared path does not exist in the project.
+        """
+        out: dict[str, str] = {}
+        for rel in release.agent.files:
+            path = self.root / rel
+            if path.is_dir():
+                out[rel] = tree_digest(path, exclude=("__pycache__",))
+            elif path.is_file():
+                out[rel] = digest_file(path)
+            else:
+                raise ConfigError(
+                    f"agent file {rel!r} does not exist in the project",
+                    file=self.root / PROJECT_FILE,
+                    field=f"releases.{name}.agent.files",
+                )
+        return out
 
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
         """Digest of :meth:`system_definition`."""

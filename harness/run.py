@@ -300,6 +300,7 @@ def _spec(
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
         replay_tarball=replay,
+        run_seed=record.seed,
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Literal
 
 from harness import __version__
-from harness.agents import prepare_agent
+from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
 from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
 from harness.errors import BudgetExceededError, EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
 from harness.gateway import Session, active_gateway
-from harness.project import AgentSpec, Release
+from harness.project import AGENT_DIR, AgentSpec, Release
 from harness.records import (
     Arm,
     AttemptRecord,
@@ -44,7 +44,7 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
@@ -73,6 +73,8 @@ class TrialSpec:
     """Where the coordinator will store this trial's record (quoted in feedback)."""
     image: str | None = None
     """Case image (container backends): both phases start from it, its workspace seeded."""
+    run_seed: int = 0
+    """The run's recorded seed; the agent's ``HARNESS_SEED`` derives from it."""
 
 
 @dataclass
@@ -223,9 +225,11 @@ def _run_agent(
     timeout: float,
     session: Session | None,
 ) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
-    view = SealedView(endpoint=session.socket_path) if session is not None else None
     with ctx.sandbox.open(
-        contract, label=_label(ctx, "agent", attempt), downgrade=ctx.spec.downgrade, view=view
+        contract,
+        label=_label(ctx, "agent", attempt),
+        downgrade=ctx.spec.downgrade,
+        view=_agent_view(ctx, session),
     ) as s:
         if ctx.spec.image is None:
             s.put_tree(base)
@@ -241,7 +245,7 @@ def _run_agent(
             io_dir=s.paths.io,
             workspace=s.paths.workspace,
             feedback=feedback,
-            project_root=ctx.spec.project_root,
+            run_seed=ctx.spec.run_seed,
         )
         for name, data in inv.io_files.items():
             s.write_file(f"{s.paths.io}/{name}", data)
@@ -257,6 +261,18 @@ def _run_agent(
         record = _phase_record("agent", res, s, ctx.blobs)
         ctx.partial.setdefault(attempt, {})["agent"] = record
         return record, res, result_file
+
+
+def _agent_view(ctx: _Context, session: Session | None) -> SealedView | None:
+    """Build what the agent phase sees besides the minimal system (files, model endpoint)."""
+    staged = ctx.tmp / "agent-files"
+    if not staged.exists():
+        stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
+    endpoint = session.socket_path if session is not None else None
+    if not staged.exists():
+        return SealedView(endpoint=endpoint) if endpoint is not None else None
+    mounts = (ViewMount(source=str(staged), target=AGENT_DIR),)
+    return SealedView(mounts=mounts, endpoint=endpoint)
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:

@@ -98,7 +98,8 @@ PROJECT = textwrap.dedent(
 
 def make_project(root: Path, n_cases: int = 3) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "harness.yaml").write_text(PROJECT)
+    # The tamper agent names the host's project folder literally, as an attacker would.
+    (root / "harness.yaml").write_text(PROJECT.replace("{project}", str(root.resolve())))
     (root / "prompt.txt").write_text("You are a careful engineer.\n")
     (root / "policy.yaml").write_text('version: "1"\n')
     for i in range(n_cases):

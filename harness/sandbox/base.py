@@ -170,6 +170,10 @@ def session_env(
     env.update({k: host_env[k] for k in contract.env if k in host_env})
     if view is not None:
         env.update(view.env)
+        if view.endpoint is not None:
+            from harness.sandbox._relay import endpoint_url
+
+            env["HARNESS_ENDPOINT"] = endpoint_url()
     env.update(extra or {})
     return env
 

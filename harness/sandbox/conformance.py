@@ -59,6 +59,50 @@ def _py(code: str) -> list[str]:
     return ["python3", "-c", code]
 
 
+@contextlib.contextmanager
+def _unix_http_server() -> Iterator[str]:
+    """Serve HTTP on a host unix socket (the shape of the model gateway); yield its path."""
+    import http.server
+    import shutil
+    import socketserver
+    import tempfile
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _reply(self, text: str) -> None:
+            body = text.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._reply(f"relay-ok GET {self.path}")
+
+        def do_POST(self) -> None:
+            data = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self._reply(f"relay-ok POST {self.path} {len(data)}")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+    folder = tempfile.mkdtemp(prefix="harness-gw-")
+    path = os.path.join(folder, "gw.sock")
+    server = Server(path, Handler)
+    os.chmod(path, 0o666)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
     """Return the named checks; each opens its own sessions from ``base`` + overrides."""
     base = base or PhaseContract()
@@ -68,8 +112,10 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         return PhaseContract.model_validate({**base.model_dump(), **fields, **update})
 
     @contextlib.contextmanager
-    def session(sandbox: Sandbox, name: str, **update: Any) -> Iterator[SandboxSession]:
-        s = sandbox.open(contract(**update), label=f"conformance-{name}")
+    def session(
+        sandbox: Sandbox, name: str, view: SealedView | None = None, **update: Any
+    ) -> Iterator[SandboxSession]:
+        s = sandbox.open(contract(**update), label=f"conformance-{name}", view=view)
         try:
             yield s
         finally:
@@ -304,6 +350,48 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
             r = s2.exec(_py("import os; print(os.environ.get('HARNESS_VIEW_VAR'))"))
         assert r.ok and r.stdout == b"view-value\n", f"view env not set: {_show(r)}"
 
+    def endpoint_relay(sandbox: Sandbox, tmp: Path) -> None:
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        code = (
+            "import os, socket, sys, urllib.request\n"
+            "url = os.environ['HARNESS_ENDPOINT']\n"
+            "print(url)\n"
+            "print(urllib.request.urlopen(url + '/v1/models', timeout=20).read().decode())\n"
+            "req = urllib.request.Request(url + '/echo', data=b'x' * 300000, method='POST')\n"
+            "print(urllib.request.urlopen(req, timeout=20).read().decode())\n"
+            f"for host, port in (('127.0.0.1', {port}), ('10.0.0.1', 80), ('1.1.1.1', 443)):\n"
+            "    try:\n"
+            "        socket.create_connection((host, port), timeout=3); print('REACHED', host)\n"
+            "    except OSError:\n        print('DENIED')\n"
+            "sys.exit(3)\n"
+        )
+        try:
+            with (
+                _unix_http_server() as path,
+                session(sandbox, "relay", view=SealedView(endpoint=path), network="none") as s,
+            ):
+                r = s.exec(_py(code))
+        finally:
+            listener.close()
+        assert r.termination is Termination.EXIT and r.exit_code == 3, _show(r)
+        lines = r.stdout.decode().splitlines()
+        assert lines[:3] == [
+            "http://127.0.0.1:18080",
+            "relay-ok GET /v1/models",
+            "relay-ok POST /echo 300000",
+        ], f"endpoint not relayed: {_show(r)}"
+        assert lines[3:] == ["DENIED"] * 3, f"more than the endpoint is reachable: {_show(r)}"
+        with session(sandbox, "no-relay", network="none") as s:
+            r = s.exec(
+                _py(
+                    "import os, socket\nprint(os.environ.get('HARNESS_ENDPOINT'))\ntry:\n"
+                    "    socket.create_connection(('127.0.0.1', 18080), timeout=3)\n"
+                    "    print('REACHED')\nexcept OSError:\n    print('DENIED')"
+                )
+            )
+        assert r.ok and r.stdout == b"None\nDENIED\n", f"relay without an endpoint: {_show(r)}"
+
     checks: list[Check] = [
         exec_exit_codes_and_output,
         stdout_truncation_recorded,
@@ -317,5 +405,6 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         read_only_root,
         closed_session_leaves_no_files,
         view_mounts_path_env,
+        endpoint_relay,
     ]
     return {c.__name__: c for c in checks}

@@ -46,6 +46,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -74,6 +75,7 @@ from harness.sandbox._docker_engine import (
 )
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
+from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox.base import (
     Bound,
     ExecResult,
@@ -111,6 +113,30 @@ _NOT_FOUND = re.compile(
     r"permission denied",
     re.I,
 )
+
+
+def _check_relay(endpoint: str) -> None:
+    """Check the endpoint can be bound into containers: a unix socket, a local engine.
+
+    Raises:
+        SandboxUnavailableError: a remote engine, or no unix socket at ``endpoint``.
+    """
+    host = os.environ.get("DOCKER_HOST", "unix://")
+    if not host.startswith("unix://"):
+        raise SandboxUnavailableError(
+            f"docker: cannot relay endpoint {endpoint} to a remote engine ({host}); "
+            "the endpoint relay binds a host unix socket and needs a local engine",
+            reason="relay_unavailable",
+        )
+    try:
+        is_socket = stat.S_ISSOCK(os.stat(endpoint).st_mode)
+    except OSError:
+        is_socket = False
+    if not is_socket:
+        raise SandboxUnavailableError(
+            f"docker: endpoint {endpoint} is not a unix socket; cannot relay it",
+            reason="relay_unavailable",
+        )
 
 
 class DockerSandbox:
@@ -200,6 +226,8 @@ class DockerSandbox:
                 a view mount source that is not a directory.
 
         """
+        if view is not None and view.endpoint is not None:
+            _check_relay(view.endpoint)
         for m in view.mounts if view is not None else ():
             if not os.path.isdir(m.source):
                 raise SandboxUnavailableError(
@@ -293,6 +321,12 @@ class DockerSession:
             docker.types.Mount(vm.target, name, type="volume", no_copy=True, read_only=True)
             for vm, name in view_mounts
         ]
+        if self._view is not None and self._view.endpoint is not None:
+            self._mounts.append(
+                docker.types.Mount(
+                    ENDPOINT_SOCKET, self._view.endpoint, type="bind", read_only=True
+                )
+            )
         holder_volumes = {m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts}
         holder_volumes.update({name: {"bind": vm.target, "mode": "rw"} for vm, name in view_mounts})
         with _engine("creating/starting the holder container", "create_failed"):
@@ -542,11 +576,14 @@ class DockerSession:
             opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
         tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
         self._n += 1
+        run = list(argv)
+        if self._view is not None and self._view.endpoint is not None:
+            run = relay_argv(argv)
         with _engine("creating the command container", "create_failed"):
             ctr = self._client.containers.create(
                 self._image_id,
-                list(argv[1:]),
-                entrypoint=[argv[0]],
+                run[1:],
+                entrypoint=[run[0]],
                 init=True,
                 name=f"harness-{self._sid}-x{self._n}",
                 environment=full_env,

@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from harness._proc import Captured, capture
 from harness.cases.model import PhaseContract
@@ -53,6 +53,7 @@ from harness.sandbox._host import (
     plan_isolation,
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
+from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox.base import (
     SYSTEM_PATH,
     Bound,
@@ -92,34 +93,91 @@ def sandbox_env(
     return session_env(base, contract, view, extra, os.environ)
 
 
-def _root_binds(kind: str, hide: frozenset[str] = frozenset()) -> list[str]:
-    """Bind the host root entry by entry, leaving out /tmp, /proc and /dev.
+_SYSTEM_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+"""Top-level entries of the minimal system: programs, libraries, interpreters, git."""
+_SYSTEM_ETC = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "magic",
+    "mime.types",
+    "mtab",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "protocols",
+    "python3",
+    "python3.11",
+    "python3.12",
+    "python3.13",
+    "resolv.conf",
+    "services",
+    "shells",
+    "ssl",
+    "terminfo",
+    "timezone",
+)
+"""The curated ``/etc``: name lookup, linker, certificates, Debian's python config.
+Never ``shadow``/``gshadow``, ssh keys, ``machine-id`` or anything credential-like."""
 
-    A recursive bind of ``/`` would also re-mount every other session's tmpfs under /tmp
-    and race with those being unmounted concurrently (bwrap then fails to set up).
-    /tmp gets a private tmpfs anyway; /proc and /dev are provided by bwrap.
+
+def _system_binds() -> list[str]:
+    """Return the bwrap arguments of the minimal read-only system, nothing else of the host.
+
+    ``/usr`` (with ``/bin``, ``/lib*``, ``/sbin`` as the host has them: usually links into
+    ``/usr``) and a curated ``/etc``. The project folder, the store, ``/root``, ``/home``,
+    ``/opt``, ``/srv``, ``/work``, host ``/var/tmp`` and every other session stay out. An
+    interpreter installed outside ``/usr`` (pyenv under ``/root``, a venv) is not visible:
+    sandboxes use the system's ``/usr/bin/python3`` or a declared environment.
     """
     out: list[str] = []
-    for name in sorted(os.listdir("/")):
-        if name in ("tmp", "proc", "dev") or name in hide:
-            continue
-        path = f"/{name}"
-        if os.path.islink(path):
-            out += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            out += [kind, path, path]
-    return out
+    for name in _SYSTEM_TOP:
+        out += _bind_entry(f"/{name}")
+    for name in _SYSTEM_ETC:
+        out += _bind_entry(f"/etc/{name}")
+    # Tools expect /var/tmp: here it is the private /tmp, never the host's.
+    return [*out, "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+
+
+def _bind_entry(path: str) -> list[str]:
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    if os.path.exists(path):
+        return ["--ro-bind", path, path]
+    return []
 
 
 def _check_view(view: SealedView | None, plan: IsolationPlan) -> None:
     """Refuse a view this host cannot show: mounts need bwrap, sources must exist."""
     if view is None:
         return
-    if view.mounts and not plan.bwrap:
+    if (view.mounts or view.endpoint) and not plan.bwrap:
         raise SandboxUnavailableError(
-            "local sandbox: the sealed view's mounts need bwrap (package bubblewrap)",
+            "local sandbox: the sealed view's mounts and endpoint relay need bwrap "
+            "(package bubblewrap)",
             reason="view_unavailable",
         )
+    if view.endpoint is not None:
+        try:
+            is_socket = stat.S_ISSOCK(os.stat(view.endpoint).st_mode)
+        except OSError:
+            is_socket = False
+        if not is_socket:
+            raise SandboxUnavailableError(
+                f"local sandbox: endpoint {view.endpoint} is not a unix socket; cannot relay it",
+                reason="relay_unavailable",
+            )
     for m in view.mounts:
         if not os.path.isdir(m.source):
             raise SandboxUnavailableError(
@@ -302,13 +360,7 @@ class LocalSession:
                 "--unshare-ipc",
                 "--cap-drop",
                 "ALL",
-                *_root_binds(
-                    "--ro-bind" if plan.read_only_root else "--bind",
-                    frozenset(
-                        PurePosixPath(m.target).parts[1]
-                        for m in (self._view.mounts if self._view else ())
-                    ),
-                ),
+                *_system_binds(),
                 "--dev",
                 "/dev",
                 "--proc",
@@ -319,9 +371,14 @@ class LocalSession:
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
             for m in self._view.mounts if self._view is not None else ():
                 cmd += ["--ro-bind", m.source, m.target]
+            if self._view is not None and self._view.endpoint is not None:
+                # The one endpoint: its socket, and a relay listening before argv starts.
+                cmd += ["--ro-bind", self._view.endpoint, ENDPOINT_SOCKET]
+                argv = relay_argv(argv)
             if plan.read_only_root:
-                # The root is bwrap's own tmpfs with the host bound entry by entry: make
-                # it read-only too, so nothing can be created at the top level.
+                # The root is bwrap's own tmpfs with the system bound entry by entry: make
+                # it read-only too, so nothing can be created at the top level. (Without
+                # it the top level is a writable tmpfs; the host's files never are.)
                 cmd += ["--remount-ro", "/"]
             if plan.network == "bwrap":
                 cmd.append("--unshare-net")

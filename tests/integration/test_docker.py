@@ -336,3 +336,28 @@ def test_case_image_seeds_workspace_and_rebuild_is_noop(
         for ref in (case_image_tag(digest), first if "first" in locals() else None):
             if ref and find_image(client, ref) is not None:
                 client.images.remove(ref, force=True)
+
+
+@pytest.mark.docker
+def test_a_remote_engine_cannot_relay_the_endpoint(
+    backend: DockerSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay binds a host socket: a remote engine cannot see it, so refuse (infra)."""
+    import socket
+
+    from harness.sandbox.base import SealedView
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "gw.sock"))
+    try:
+        monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.1:2375")
+        with pytest.raises(SandboxUnavailableError) as info:
+            backend.open(_contract(), label="relay", view=SealedView(endpoint=sock.getsockname()))
+        assert info.value.reason == "relay_unavailable"
+        monkeypatch.delenv("DOCKER_HOST")
+        with pytest.raises(SandboxUnavailableError, match="not a unix socket"):
+            backend.open(
+                _contract(), label="relay", view=SealedView(endpoint=str(tmp_path / "absent"))
+            )
+    finally:
+        sock.close()

@@ -309,11 +309,11 @@ def test_a_bwrap_setup_failure_is_infra_never_the_commands_exit(
     """
     import harness.sandbox.local as local
 
-    real = local._root_binds
+    real = local._system_binds
     with LocalSandbox(tmp_path).open(PhaseContract(), label="setup-fails") as s:
         assert s.exec(["sh", "-c", "exit 1"]).exit_code == 1  # a real exit 1 stays a result
         monkeypatch.setattr(
-            local, "_root_binds", lambda *a: ["--ro-bind", "/nonexistent-src", "/x", *real(*a)]
+            local, "_system_binds", lambda: ["--ro-bind", "/nonexistent-src", "/x", *real()]
         )
         with pytest.raises(SandboxUnavailableError) as info:
             s.exec(["true"])
@@ -332,3 +332,73 @@ def test_the_host_root_is_not_bound_recursively_over_other_sessions(tmp_path: Pa
     assert ("--ro-bind", "/usr", "/usr") in pairs
     assert not any(a == "--ro-bind" and b.startswith("/tmp") for a, b, _ in pairs)
     assert cmd[cmd.index("--remount-ro") + 1] == "/"
+
+
+@pytest.mark.integration
+def test_sealed_view_shows_a_minimal_system_and_nothing_else(tmp_path: Path) -> None:
+    """Only /usr (+ /bin, /lib*), a curated /etc, private /tmp and the session are there."""
+    marker = Path("/var/tmp") / f"harness-seal-probe-{os.getpid()}"
+    marker.write_text("host var tmp")
+    project_file = Path(__file__).resolve()
+    hidden = [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/ssh",
+        "/etc/machine-id",
+        "/root",
+        "/home",
+        "/opt",
+        "/srv",
+        "/work",
+        "/mnt",
+        str(marker),
+        str(project_file),
+        os.path.dirname(sys.executable),
+        str(tmp_path / "other-trial"),  # a sibling of this session: another trial's dir
+    ]
+    (tmp_path / "other-trial").mkdir()
+    code = (
+        "import os, sys, json\n"
+        f"print(json.dumps([p for p in {hidden!r} if os.path.lexists(p)]))\n"
+        "print(json.dumps([os.path.exists(p) for p in ("
+        "'/usr/bin/python3', '/usr/bin/git', '/etc/ssl/certs', '/etc/passwd', '/tmp')]))\n"
+    )
+    try:
+        with LocalSandbox(tmp_path / "sb").open(_contract(), label="t") as s:
+            r = s.exec(["/usr/bin/python3", "-c", code])
+            git = s.exec(["git", "--version"])
+    finally:
+        marker.unlink()
+    assert r.ok, r
+    seen, present = r.stdout.decode().splitlines()
+    assert seen == "[]", f"visible inside the sandbox: {seen}"
+    assert present == "[true, true, true, true, true]", present
+    assert git.ok, git
+
+
+@pytest.mark.integration
+def test_no_bwrap_no_view_no_relay(tmp_path: Path) -> None:
+    """Without bwrap neither view mounts nor the endpoint relay exist: refuse, never drop."""
+    import socket as sk
+
+    from harness.sandbox.base import SealedView, ViewMount
+
+    sock = sk.socket(sk.AF_UNIX)
+    sock.bind(str(tmp_path / "gw.sock"))
+    sandbox = LocalSandbox(tmp_path, capabilities=NO_BWRAP)
+    views = [
+        SealedView(endpoint=str(tmp_path / "gw.sock")),
+        SealedView(mounts=(ViewMount(source=str(tmp_path), target="/opt/x"),)),
+    ]
+    try:
+        for view in views:
+            with pytest.raises(SandboxUnavailableError, match="bwrap"):
+                sandbox.open(
+                    _contract(), label="t", downgrade=frozenset({"read_only_root"}), view=view
+                )
+        with pytest.raises(SandboxUnavailableError, match="not a unix socket"):
+            LocalSandbox(tmp_path).open(
+                _contract(), label="t", view=SealedView(endpoint=str(tmp_path))
+            )
+    finally:
+        sock.close()
