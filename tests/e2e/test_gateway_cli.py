@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import harness
+from scripted_upstream import MODEL, Script, ScriptedUpstream
+from support import harness, make_project
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +109,107 @@ def test_replay_without_replay_run_is_a_config_error(project):
     _add_release(project, "  bare-replay:\n    agent: {adapter: replay}\n")
     done = harness(project, "run", "--release", "bare-replay", "--k", "1", "--no-report")
     assert done.returncode == 2 and "releases.bare-replay.agent.replay_run" in done.stderr
+
+
+# --------------------------------------------------------------- a real agent, end to end
+
+AGENT_SRC = Path(__file__).resolve().parent.parent / "agents" / "tool_agent.py"
+E2E_KEY = "sk-e2e-real-key-7d2f9c41b0"
+FIX = ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py"]
+BOTCH = ["sed -i 's/a - b/a - b + 1/' calc.py"]  # add(2, 2) == 1
+
+
+def _agent_project(tmp_path: Path, up: ScriptedUpstream, limits: str = "") -> Path:
+    root = make_project(tmp_path / "agentproj", n_cases=1)
+    if limits:
+        case = root / "cases" / "add-0" / "case.yaml"
+        case.write_text(case.read_text() + limits)
+    shutil.copy(AGENT_SRC, root / "tool_agent.py")
+    _add_release(
+        root,
+        f"""\
+  tool:
+    agent: {{command: [python3, "{{agent}}/tool_agent.py"], files: [tool_agent.py]}}
+    retry: {{infra_retries: 0}}
+    upstream: &up
+      base_url: {up.base_url}
+      model: {MODEL}
+      key_env: HGW_E2E_KEY
+      price: {{input_per_mtok: 3.0, output_per_mtok: 15.0}}
+      retries: 1
+  tool-stream:
+    agent: {{command: [python3, "{{agent}}/tool_agent.py", --stream], files: [tool_agent.py]}}
+    retry: {{infra_retries: 0}}
+    upstream: *up
+""",
+    )
+    assert harness(root, "cases", "lock").returncode == 0
+    return root
+
+
+@pytest.fixture
+def scripted_up() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream(Script(list(FIX))) as up:
+        yield up
+
+
+def _model(shown: dict) -> dict:  # type: ignore[type-arg]
+    (trial,) = shown["trials"]
+    return trial["attempts"][-1]["model"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("release", ["tool", "tool-stream"])
+def test_fixing_script_passes_metered_and_the_key_is_stored_nowhere(
+    tmp_path, monkeypatch, scripted_up, release
+):
+    monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
+    root = _agent_project(tmp_path, scripted_up)
+    done = harness(root, "run", "--release", release, "--k", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = _shown(root)
+    assert shown["trials"][0]["verdict"]["outcome"] == "pass"
+    model = _model(shown)
+    served = scripted_up.served
+    assert len(served) == 3 and {s.stream for s in served} == {release == "tool-stream"}
+    assert model["turns"] == 3 and model["answered_model"] == MODEL
+    assert model["input_tokens"] == sum(s.input_tokens for s in served)
+    assert model["output_tokens"] == sum(s.output_tokens for s in served)
+    cost = (3.0 * model["input_tokens"] + 15.0 * model["output_tokens"]) / 1e6
+    assert model["cost"] == pytest.approx(cost)
+    assert all(s.authorization == f"Bearer {E2E_KEY}" for s in served)
+    for folder in (root / ".harness", root / "reports"):
+        files = [p for p in folder.rglob("*") if p.is_file()]
+        assert files
+        assert [p for p in files if E2E_KEY.encode() in p.read_bytes()] == []
+
+
+def test_botching_script_fails(tmp_path, monkeypatch, scripted_up):
+    monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
+    scripted_up.script.commands = list(BOTCH)
+    root = _agent_project(tmp_path, scripted_up)
+    done = harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
+    assert done.returncode == 0, done.stdout + done.stderr  # no baseline: nothing to compare
+    verdict = _shown(root)["trials"][0]["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "test_failure")
+
+
+def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, monkeypatch, scripted_up):
+    monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
+    scripted_up.script.commands = ["ls", "ls", "ls", "ls", *FIX]
+    root = _agent_project(tmp_path, scripted_up, limits="limits: {turns: 3}\n")
+    harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
+    shown = _shown(root)
+    verdict = shown["trials"][0]["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
+    assert len(scripted_up.served) == 3 and _model(shown)["turns"] == 3
+
+
+def test_upstream_500_is_infra_error_and_blocks_the_run(tmp_path, monkeypatch, scripted_up):
+    monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
+    scripted_up.script.fault = "500"
+    root = _agent_project(tmp_path, scripted_up)
+    done = harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
+    assert done.returncode == 4, done.stdout + done.stderr  # blocked
+    verdict = _shown(root)["trials"][0]["verdict"]
+    assert verdict["outcome"] == "infra_error" and "answered 500" in verdict["reason"]
+    assert len(scripted_up.served) == 2  # the call and its one bounded retry
