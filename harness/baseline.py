@@ -53,9 +53,10 @@ class Baseline:
     def release_definition(self) -> Release:
         """The baseline system's release, rebuilt from its stored definition."""
         sysdef = self.file.release.system
-        return Release.model_validate(
-            {"agent": sysdef["agent"], "components": sysdef["components"], "retry": sysdef["retry"]}
-        )
+        fields = {k: sysdef[k] for k in ("agent", "components", "retry")}
+        if sysdef.get("upstream") is not None:  # the baseline reaches its model the same way
+            fields["upstream"] = sysdef["upstream"]
+        return Release.model_validate(fields)
 
 
 _SESSION = re.compile(r"(/[^\s'\"]*)?/harness-[A-Za-z0-9._-]+/")

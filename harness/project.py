@@ -270,8 +270,8 @@ class Project(BaseModel):
             "harness_version": harness_version,
         }
         if release.upstream is not None:
-            # Which variable holds the key is not part of the system; the key never is.
-            definition["upstream"] = release.upstream.model_dump(mode="json", exclude={"key_env"})
+            # The key's name is configuration; its value never enters a record.
+            definition["upstream"] = release.upstream.model_dump(mode="json")
         if release.agent.files:
             definition["agent_files"] = self.agent_file_digests(name, release)
         return definition

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from collections.abc import Iterator
@@ -49,17 +50,28 @@ def test_dask_executor_with_an_upstream_is_refused(project, monkeypatch):
     assert not (project / ".harness" / "runs").exists()
 
 
-def test_upstream_is_part_of_the_system_digest_but_not_the_key_variable(project):
+def test_upstream_is_part_of_the_system_digest_and_of_the_baseline_release(project):
+    from harness.baseline import Baseline, BaselineFile
     from harness.project import load_project
+    from harness.records import ReleaseRecord
 
     _add_release(project, UPSTREAM_RELEASE)
     p = load_project(project)
+    sysdef = p.system_definition("modelled", "ts", "v")
+    assert sysdef["upstream"]["key_env"] == "HGW_E2E_KEY"  # the name, never a value
     before = p.system_digest("modelled", "ts", "v")
     path = project / "harness.yaml"
-    path.write_text(path.read_text().replace("HGW_E2E_KEY", "OTHER_KEY"))
-    assert load_project(project).system_digest("modelled", "ts", "v") == before
     path.write_text(path.read_text().replace("output_per_mtok: 2.0", "output_per_mtok: 3.0"))
     assert load_project(project).system_digest("modelled", "ts", "v") != before
+    now = dt.datetime.now(dt.UTC)
+    record = ReleaseRecord(
+        run_id="r", release="modelled", system_digest=before, system=sysdef, task_set="ts",
+        task_set_digest="ts", cases={}, k=1, backend="local", created_at=now,
+        harness_version="v",
+    )  # fmt: skip
+    bf = BaselineFile(name="b", promoted_at=now, release=record)
+    rebuilt = Baseline(file=bf, records=[], digest="d").release_definition
+    assert rebuilt.upstream == p.release("modelled").upstream
 
 
 def _shown(root: Path) -> dict:  # type: ignore[type-arg]
