@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.cases.model import PhaseContract
 
@@ -38,7 +38,11 @@ __all__ = [
     "SealedView",
     "Termination",
     "ViewMount",
+    "session_env",
 ]
+
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The minimal system's ``PATH``; a view's ``path_prefix`` comes first, nothing else."""
 
 
 class Termination(str, enum.Enum):
@@ -117,6 +121,14 @@ class ViewMount(BaseModel):
     target: str
     """Absolute path inside the sandbox, e.g. ``/opt/harness/env/<digest>``."""
 
+    @field_validator("source", "target")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        parts = PurePosixPath(value).parts
+        if not value.startswith("/") or ".." in parts or len(parts) < 2:
+            raise ValueError(f"{value!r} must be an absolute path below / without '..'")
+        return value
+
 
 class SealedView(BaseModel):
     """What a phase may see besides its workspace, io dir, private /tmp and minimal system.
@@ -136,6 +148,30 @@ class SealedView(BaseModel):
     endpoint: str | None = None
     """Host unix socket of the one harness-provided endpoint (the model gateway), relayed
     into the agent phase; ``None`` means no endpoint at all."""
+
+
+def session_env(
+    base: Mapping[str, str],
+    contract: PhaseContract,
+    view: SealedView | None,
+    extra: Mapping[str, str] | None,
+    host_env: Mapping[str, str],
+) -> dict[str, str]:
+    """Build a command's whole environment, the same on every backend.
+
+    In order: the backend's ``base`` (``HOME``, ``LANG``, ``TMPDIR``...), ``PATH`` = the
+    view's ``path_prefix`` then :data:`SYSTEM_PATH` (never the harness's own interpreter
+    directory), the contract's allowlisted ``host_env`` variables, the view's ``env``,
+    then the command's ``extra``.
+    """
+    env = dict(base)
+    prefix = view.path_prefix if view is not None else ()
+    env["PATH"] = ":".join((*prefix, SYSTEM_PATH))
+    env.update({k: host_env[k] for k in contract.env if k in host_env})
+    if view is not None:
+        env.update(view.env)
+    env.update(extra or {})
+    return env
 
 
 @runtime_checkable
@@ -222,17 +258,26 @@ class Sandbox(Protocol):
     name: str
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> SandboxSession:
         """Open a fresh session with an empty workspace.
 
         ``label`` names the session for cleanup and logs (release, case, trial, phase).
         ``downgrade`` lists bound names (``network``, ``memory``, ``pids``, ``cpu``,
         ``disk``, ``read_only_root``) the caller accepts not being enforced.
+        ``view`` adds what the phase may see besides the minimal system: read-only mounts
+        at fixed sandbox paths, directories first on ``PATH``, variables for every command,
+        and the relayed endpoint. A view the backend cannot provide is never dropped.
 
         Raises:
             ContractUnenforceableError: a bound cannot be enforced and was not downgraded.
-            SandboxUnavailableError: the backend cannot create a session.
+            SandboxUnavailableError: the backend cannot create a session or cannot provide
+                ``view`` (e.g. no way to relay its endpoint).
         """
         ...
 

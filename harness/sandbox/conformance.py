@@ -21,6 +21,7 @@ import contextlib
 import os
 import socket
 import stat
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,7 +30,14 @@ from typing import Any
 
 from harness.cases.model import PhaseContract
 from harness.errors import SandboxUnavailableError
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, Termination
+from harness.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxSession,
+    SealedView,
+    Termination,
+    ViewMount,
+)
 
 __all__ = ["Check", "conformance_checks"]
 
@@ -251,6 +259,51 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         else:
             raise AssertionError("exec() on a closed session did not raise SandboxUnavailableError")
 
+    def view_mounts_path_env(sandbox: Sandbox, tmp: Path) -> None:
+        src = tmp / "view-src"
+        (src / "bin").mkdir(parents=True)
+        tool = src / "bin" / "harness-view-tool"
+        tool.write_text("#!/bin/sh\necho tool-ran\n")
+        tool.chmod(0o755)
+        (src / "data.txt").write_text("view data\n")
+        target = "/opt/harness/conformance-view"
+        view = SealedView(
+            mounts=(ViewMount(source=str(src), target=target),),
+            path_prefix=(f"{target}/bin",),
+            env={"HARNESS_VIEW_VAR": "view-value"},
+        )
+        s = sandbox.open(contract(), label="conformance-view", view=view)
+        with s:
+            r = s.exec(["harness-view-tool"])
+            assert r.ok and r.stdout == b"tool-ran\n", f"view prefix not on PATH: {_show(r)}"
+            r = s.exec(
+                _py(
+                    "import json, os\n"
+                    f"print(json.dumps([os.environ['PATH'], os.environ.get('HARNESS_VIEW_VAR'),"
+                    f" open({target!r} + '/data.txt').read()]))\n"
+                    "for p in ('/data.txt', '/new.txt', '/bin/harness-view-tool'):\n"
+                    "    try:\n"
+                    f"        open({target!r} + p, 'a').write('x'); print('WROTE', p)\n"
+                    "    except OSError:\n        print('DENIED')\n"
+                ),
+                env={"HARNESS_VIEW_VAR": "exec-wins"},
+            )
+        assert r.ok, _show(r)
+        first, *rest = r.stdout.decode().splitlines()
+        path, var, data = __import__("json").loads(first)
+        assert path.split(":")[0] == f"{target}/bin", f"PATH does not start with the view: {path}"
+        assert os.path.dirname(sys.executable) not in path.split(":"), (
+            f"the harness's own interpreter directory is on the sandbox PATH: {path}"
+        )
+        assert var == "exec-wins", f"exec(env=) must override the view's env, got {var!r}"
+        assert data == "view data\n", f"view mount content not visible: {data!r}"
+        assert rest == ["DENIED"] * 3, f"view mount is writable from inside: {_show(r)}"
+        assert (src / "data.txt").read_text() == "view data\n" and not (src / "new.txt").exists()
+        s2 = sandbox.open(contract(), label="conformance-view-env", view=view)
+        with s2:
+            r = s2.exec(_py("import os; print(os.environ.get('HARNESS_VIEW_VAR'))"))
+        assert r.ok and r.stdout == b"view-value\n", f"view env not set: {_show(r)}"
+
     checks: list[Check] = [
         exec_exit_codes_and_output,
         stdout_truncation_recorded,
@@ -263,5 +316,6 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
         fork_bomb_contained,
         read_only_root,
         closed_session_leaves_no_files,
+        view_mounts_path_env,
     ]
     return {c.__name__: c for c in checks}

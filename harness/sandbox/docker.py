@@ -74,7 +74,14 @@ from harness.sandbox._docker_engine import (
 )
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
-from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+from harness.sandbox.base import (
+    Bound,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    Termination,
+    session_env,
+)
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -92,7 +99,6 @@ __all__ = [
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
-_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
 _EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
     rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
@@ -176,15 +182,30 @@ class DockerSandbox:
         return tuple(skipped)
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> DockerSession:
         """Open a session: volumes + holder container from the contract's image.
 
+        ``view``'s mounts are copied (through the API, so a remote engine works too) into
+        one volume each, mounted read-only at the target in every command container.
+
         Raises:
             ContractUnenforceableError: the engine lacks a cgroup controller a bound needs.
-            SandboxUnavailableError: engine unreachable, image missing, create/start failure.
+            SandboxUnavailableError: engine unreachable, image missing, create/start failure,
+                a view mount source that is not a directory.
 
         """
+        for m in view.mounts if view is not None else ():
+            if not os.path.isdir(m.source):
+                raise SandboxUnavailableError(
+                    f"docker: view mount source {m.source} is not a directory",
+                    reason="view_unavailable",
+                )
         skipped = self._check(contract, downgrade)
         image_ref = contract.image or self.default_image
         with _engine(
@@ -193,7 +214,14 @@ class DockerSandbox:
         ):
             image = self._client.images.get(image_ref)
         return DockerSession(
-            self._client, self, contract, image.id, label, skipped, dict(image.labels or {})
+            self._client,
+            self,
+            contract,
+            image.id,
+            label,
+            skipped,
+            dict(image.labels or {}),
+            view,
         )
 
 
@@ -209,8 +237,10 @@ class DockerSession:
         label: str,
         downgraded: tuple[str, ...],
         image_labels: dict[str, str] | None = None,
+        view: SealedView | None = None,
     ) -> None:
         self._client = client
+        self._view = view
         self._image_labels = image_labels
         self._contract = contract
         self._image_id = image_id
@@ -250,7 +280,21 @@ class DockerSession:
                 )
             self._volumes.append(vol)
             mounts.append(docker.types.Mount(target, name, type="volume", no_copy=True))
-        self._mounts = mounts  # commands: never re-seed an emptied workspace from the image
+        view_mounts = []
+        for i, vm in enumerate(self._view.mounts if self._view is not None else ()):
+            name = f"harness-{self._sid}-view{i}"
+            with _engine(f"creating volume {name}", "create_failed"):
+                self._volumes.append(
+                    self._client.volumes.create(name=name, driver="local", labels=self._labels)
+                )
+            view_mounts.append((vm, name))
+        # Commands: never re-seed an emptied workspace from the image; view volumes read-only.
+        self._mounts = mounts + [
+            docker.types.Mount(vm.target, name, type="volume", no_copy=True, read_only=True)
+            for vm, name in view_mounts
+        ]
+        holder_volumes = {m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts}
+        holder_volumes.update({name: {"bind": vm.target, "mode": "rw"} for vm, name in view_mounts})
         with _engine("creating/starting the holder container", "create_failed"):
             holder = self._client.containers.run(
                 self._image_id,
@@ -262,7 +306,7 @@ class DockerSession:
                 labels={**self._labels, "harness.role": "holder"},
                 network_mode="none",
                 read_only=True,
-                volumes={m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts},
+                volumes=holder_volumes,
                 mem_limit=_HOLDER_MEM,
                 memswap_limit=_HOLDER_MEM,
                 pids_limit=16,
@@ -277,6 +321,14 @@ class DockerSession:
                 f"(state {holder.attrs['State']}); the image needs `sleep`",
                 reason="start_failed",
             )
+        for vm, _name in view_mounts:
+            data = _pack_tree(Path(vm.source), PurePosixPath("."), 0, 0)
+            with _engine(f"copying view mount {vm.source}", "transfer_failed"):
+                if not holder.put_archive(vm.target, data):
+                    raise SandboxUnavailableError(
+                        f"docker: the engine refused view mount {vm.source}",
+                        reason="transfer_failed",
+                    )
         seed = (self._image_labels or {}).get(SEED_LABEL)
         if seed:
             with _engine(f"seeding the workspace from {seed}", "seed_failed"):
@@ -475,15 +527,8 @@ class DockerSession:
         self._holder_alive("exec")
         c = self._contract
         limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
-        full_env = {
-            "PATH": _PATH,
-            "HOME": "/tmp",
-            "LANG": "C.UTF-8",
-            "TMPDIR": "/tmp",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        full_env.update({k: os.environ[k] for k in c.env if k in os.environ})
-        full_env.update(env or {})
+        base = {"HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
+        full_env = session_env(base, c, self._view, env, os.environ)
         mem = c.memory_mb * 1024 * 1024
         opts: dict[str, Any] = {}
         if "memory" not in self._downgraded:

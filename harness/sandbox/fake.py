@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cases.model import PhaseContract
-from harness.sandbox.base import ExecResult, SandboxPaths, SandboxSession, Termination
+from harness.sandbox.base import (
+    ExecResult,
+    SandboxPaths,
+    SandboxSession,
+    SealedView,
+    Termination,
+)
 
 __all__ = ["ExecCall", "FakeSandbox", "FakeSession", "Handler", "exited"]
 
@@ -29,6 +35,8 @@ class ExecCall:
     label: str
     workspace: Path
     io: Path
+    view: SealedView | None = None
+    """The sealed view the session was opened with (mounts are not made: nothing is)."""
 
 
 Handler = Callable[[ExecCall], ExecResult]
@@ -53,13 +61,20 @@ def exited(
 class FakeSession:
     """A session over a temporary folder; ``exec`` is delegated to the handler."""
 
-    def __init__(self, handler: Handler, label: str, log: list[ExecCall]) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        label: str,
+        log: list[ExecCall],
+        view: SealedView | None = None,
+    ) -> None:
         self._root = Path(tempfile.mkdtemp(prefix="harness-fake-"))
         (self._root / "workspace").mkdir()
         (self._root / "io").mkdir()
         self._handler = handler
         self._label = label
         self._log = log
+        self.view = view
 
     @property
     def paths(self) -> SandboxPaths:
@@ -123,7 +138,12 @@ class FakeSession:
     ) -> ExecResult:
         """Hand the call to the handler."""
         call = ExecCall(
-            tuple(argv), dict(env or {}), self._label, self._root / "workspace", self._root / "io"
+            tuple(argv),
+            dict(env or {}),
+            self._label,
+            self._root / "workspace",
+            self._root / "io",
+            self.view,
         )
         self._log.append(call)
         return self._handler(call)
@@ -147,13 +167,21 @@ class FakeSandbox:
     name: str = "fake"
     calls: list[ExecCall] = field(default_factory=list)
     opened: list[str] = field(default_factory=list)
+    views: list[SealedView | None] = field(default_factory=list)
+    """The view each :meth:`open` was given, in order (parallel to ``opened``)."""
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> SandboxSession:
         """Open a fresh temporary session."""
         self.opened.append(label)
-        return FakeSession(self.handler, label, self.calls)
+        self.views.append(view)
+        return FakeSession(self.handler, label, self.calls, view)
 
     def describe(self) -> Mapping[str, str]:
         """Identify the fake."""

@@ -35,12 +35,11 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from harness._proc import Captured, capture
 from harness.cases.model import PhaseContract
@@ -54,7 +53,15 @@ from harness.sandbox._host import (
     plan_isolation,
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
-from harness.sandbox.base import Bound, ExecResult, SandboxPaths, Termination
+from harness.sandbox.base import (
+    SYSTEM_PATH,
+    Bound,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    Termination,
+    session_env,
+)
 
 __all__ = [
     "BOUND_NAMES",
@@ -65,29 +72,27 @@ __all__ = [
     "plan_isolation",
 ]
 
-SANE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANE_PATH = SYSTEM_PATH
 _GATE = 'read -r _ || exit 125; exec "$@"'
 
 
 def sandbox_env(
-    contract: PhaseContract, home: str, tmpdir: str, extra: Mapping[str, str] | None
+    contract: PhaseContract,
+    home: str,
+    tmpdir: str,
+    extra: Mapping[str, str] | None,
+    view: SealedView | None = None,
 ) -> dict[str, str]:
-    """Build a command's whole environment: fixed base, allowlisted host vars, ``extra``."""
-    env = {
-        "PATH": f"{os.path.dirname(sys.executable)}:{SANE_PATH}",
-        "HOME": home,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "TMPDIR": tmpdir,
-    }
-    for name in contract.env:
-        if name in os.environ:
-            env[name] = os.environ[name]
-    env.update(extra or {})
-    return env
+    """Build a command's whole environment (see :func:`~harness.sandbox.base.session_env`).
+
+    ``PATH`` is the view's prefix then the system's: the harness's own interpreter
+    directory is never on it.
+    """
+    base = {"HOME": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmpdir}
+    return session_env(base, contract, view, extra, os.environ)
 
 
-def _root_binds(kind: str) -> list[str]:
+def _root_binds(kind: str, hide: frozenset[str] = frozenset()) -> list[str]:
     """Bind the host root entry by entry, leaving out /tmp, /proc and /dev.
 
     A recursive bind of ``/`` would also re-mount every other session's tmpfs under /tmp
@@ -96,7 +101,7 @@ def _root_binds(kind: str) -> list[str]:
     """
     out: list[str] = []
     for name in sorted(os.listdir("/")):
-        if name in ("tmp", "proc", "dev"):
+        if name in ("tmp", "proc", "dev") or name in hide:
             continue
         path = f"/{name}"
         if os.path.islink(path):
@@ -104,6 +109,23 @@ def _root_binds(kind: str) -> list[str]:
         elif os.path.isdir(path):
             out += [kind, path, path]
     return out
+
+
+def _check_view(view: SealedView | None, plan: IsolationPlan) -> None:
+    """Refuse a view this host cannot show: mounts need bwrap, sources must exist."""
+    if view is None:
+        return
+    if view.mounts and not plan.bwrap:
+        raise SandboxUnavailableError(
+            "local sandbox: the sealed view's mounts need bwrap (package bubblewrap)",
+            reason="view_unavailable",
+        )
+    for m in view.mounts:
+        if not os.path.isdir(m.source):
+            raise SandboxUnavailableError(
+                f"local sandbox: view mount source {m.source} is not a directory",
+                reason="view_unavailable",
+            )
 
 
 def _drain(fd: int) -> bytes:
@@ -134,9 +156,11 @@ class LocalSession:
         plan: IsolationPlan,
         root: Path,
         label: str,
+        view: SealedView | None = None,
     ) -> None:
         self._caps, self._contract, self._plan = caps, contract, plan
         self._root, self.label = root, label
+        self._view = view
         self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
         self._lock = threading.Lock()
         self._running: dict[int, tuple[subprocess.Popen[bytes], ExecCgroup | None]] = {}
@@ -278,7 +302,13 @@ class LocalSession:
                 "--unshare-ipc",
                 "--cap-drop",
                 "ALL",
-                *_root_binds("--ro-bind" if plan.read_only_root else "--bind"),
+                *_root_binds(
+                    "--ro-bind" if plan.read_only_root else "--bind",
+                    frozenset(
+                        PurePosixPath(m.target).parts[1]
+                        for m in (self._view.mounts if self._view else ())
+                    ),
+                ),
                 "--dev",
                 "/dev",
                 "--proc",
@@ -287,6 +317,8 @@ class LocalSession:
             if c.disk_mb is not None:
                 cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
             cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
+            for m in self._view.mounts if self._view is not None else ():
+                cmd += ["--ro-bind", m.source, m.target]
             if plan.read_only_root:
                 # The root is bwrap's own tmpfs with the host bound entry by entry: make
                 # it read-only too, so nothing can be created at the top level.
@@ -350,7 +382,7 @@ class LocalSession:
                 f"local sandbox {self.label}: cwd {host_cwd} does not exist"
             )
         tmpdir = "/tmp" if self._plan.bwrap else str(self._root / "tmp")
-        full_env = sandbox_env(c, self._paths.io, tmpdir, env)
+        full_env = sandbox_env(c, self._paths.io, tmpdir, env, self._view)
         group: ExecCgroup | None = None
         if caps.cgroups is not None and (
             self._plan.memory == "cgroup" or self._plan.pids == "cgroup"
@@ -596,17 +628,24 @@ class LocalSandbox:
         return self._caps
 
     def open(
-        self, contract: PhaseContract, *, label: str, downgrade: frozenset[str] = frozenset()
+        self,
+        contract: PhaseContract,
+        *,
+        label: str,
+        downgrade: frozenset[str] = frozenset(),
+        view: SealedView | None = None,
     ) -> LocalSession:
         """Open a fresh session; see :meth:`Sandbox.open`.
 
         Raises:
             ContractUnenforceableError: a bound cannot be enforced and was not downgraded.
-            SandboxUnavailableError: the session directory or its tmpfs could not be made.
+            SandboxUnavailableError: the session directory or its tmpfs could not be made,
+                or ``view`` cannot be provided (mounts need bwrap; a source is missing).
 
         """
         caps = self.capabilities
         plan = plan_isolation(contract, caps, downgrade)
+        _check_view(view, plan)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "session"
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -632,7 +671,7 @@ class LocalSandbox:
                 f"local sandbox: cannot prepare session {root} (tmpfs of "
                 f"{contract.disk_mb} MiB): {exc}"
             ) from exc
-        return LocalSession(caps, contract, plan, root, label)
+        return LocalSession(caps, contract, plan, root, label, view)
 
     def describe(self) -> dict[str, str]:
         """Backend facts for the run record."""
