@@ -161,6 +161,7 @@ def run(
     gateway = ExitStack()  # checks keys and the executor before anything is stored
     gateway.enter_context(model_gateway(plan, store, executor=executor_name))
     _sweep_orphans(plan.record.backend)
+    _preflight(project, plan, store)
     executor = _executor(executor_name, scheduler, jobs)
     with gateway, store.open_run(plan.record) as handle:
         done_before = len(handle.done())
@@ -205,6 +206,29 @@ def run(
         _write_reports(project, store, handle.run_id, decision)
     _print_decision(decision)
     sys.exit(decision.exit_code(warn_ok=warn_ok))
+
+
+def _preflight(project: Any, plan: Any, store: Any) -> None:
+    """Prove each (case, environment) pair red and green before the first trial."""
+    from harness.env.preflight import preflight
+    from harness.sandbox.registry import get_backend
+
+    if not plan.envs.cases:
+        return
+    done = preflight(
+        plan.cases,
+        plan.envs,
+        sandbox=get_backend(plan.record.backend),
+        backend=plan.record.backend,
+        store_dir=project.store_dir,
+        images=plan.record.system.get("case_images", {}),
+        downgrade=frozenset(plan.record.downgrade),
+        on_case=lambda cid, env: err.print(
+            f"preflight: validating {cid} in environment {env[7:19]}", highlight=False
+        ),
+    )
+    if done:
+        err.print(f"preflight: {len(done)} case(s) validated red and green", highlight=False)
 
 
 def _sweep_orphans(backend: str) -> None:
@@ -505,14 +529,14 @@ def cases_validate(
 ) -> None:
     """Prove each verifier fails on the starting state and passes on the reference."""
     from harness.cases.load import load_cases
-    from harness.cases.validate import validate_cases
+    from harness.env.preflight import validate_in_envs
     from harness.project import load_project
     from harness.sandbox.registry import get_backend
 
     project = load_project(project_dir)
     loaded = load_cases(project.cases_dir, only or None)
-    results = validate_cases(
-        loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
+    results = validate_in_envs(
+        project, loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
     )
     broken = 0
     for r in results:
@@ -572,6 +596,38 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
     for cid, image_id in sorted(built.items()):
         out.print(f"{cid}: {image_id}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ env
+
+
+@main.group("env")
+def env_group() -> None:
+    """Declared Python environments of cases and agents (see docs/environments.md)."""
+
+
+@env_group.command("lock")
+@project_option
+@_handle_errors
+def env_lock(project_dir: Path) -> None:
+    """Write each declared environment's lock (pins + hashes) from its requirements."""
+    from harness.env.cli import lock_all
+    from harness.project import load_project
+
+    for line in lock_all(load_project(project_dir)):
+        out.print(line, highlight=False)
+
+
+@env_group.command("build")
+@project_option
+@_handle_errors
+def env_build(project_dir: Path) -> None:
+    """Build (or reuse from the cache) every declared environment; print their digests."""
+    from harness.env.cli import build_all
+    from harness.project import load_project
+
+    for line in build_all(load_project(project_dir)):
+        out.print(line, highlight=False)
 
 
 # ------------------------------------------------------------------------------ sandbox

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
+from harness.env.model import Environment
 from harness.errors import ConfigError
 
 __all__ = [
@@ -76,6 +77,10 @@ class AgentSpec(_Frozen):
     simulated: SimulatedSettings | None = None
     replay_run: str | None = None
     """For ``replay``: the run whose recorded candidates are re-applied."""
+    environment: Environment | None = None
+    """The agent's own Python environment (paths relative to the project): mounted only in
+    the agent phase at ``/opt/harness/agent-env``, never on ``PATH``; call it by absolute
+    path (``/opt/harness/agent-env/bin/python``)."""
 
     @field_validator("command")
     @classmethod
@@ -184,6 +189,9 @@ class ProjectFile(_Frozen):
     policy: str | None = None
     """Promotion policy file, relative to the project."""
     backend: Literal["local", "docker"] = "local"
+    environment: Environment | None = None
+    """Task-set default environment of cases that declare none (paths relative to the
+    project)."""
     releases: dict[str, Release] = Field(min_length=1)
 
 
@@ -262,7 +270,9 @@ class Project(BaseModel):
         definition: dict[str, Any] = {
             "release": name,
             "agent_code": agent_code_digests(release),
-            "agent": release.agent.model_dump(mode="json"),
+            "agent": release.agent.model_dump(
+                mode="json", exclude={"environment"} if release.agent.environment is None else None
+            ),
             "components": release.components.model_dump(mode="json"),
             "orchestration_digests": hashed,
             "retry": release.retry.model_dump(mode="json"),

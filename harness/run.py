@@ -13,7 +13,7 @@ import random
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import __version__
@@ -21,6 +21,7 @@ from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
+from harness.env.plan import PreparedEnvs, prepare_envs
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
@@ -53,6 +54,7 @@ class PlannedRun:
     baseline: Baseline | None
     arms: list[_ArmPlan]
     policy: Policy | None
+    envs: PreparedEnvs = field(default_factory=PreparedEnvs)
 
 
 def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
@@ -110,6 +112,8 @@ def plan_run(
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
+    envs = prepare_envs(project, cases, {release_name: release})  # before the first trial
+    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
     images = case_images(cases) if backend == "docker" else {}
     if images:
         sysdef["case_images"] = images
@@ -132,6 +136,10 @@ def plan_run(
         # What actually runs now: the harness's own agent code and case images.
         base_def["agent_code"] = agent_code_digests(base_release)
         base_def.pop("case_images", None)
+        for key in ("environments", "agent_environment"):
+            base_def.pop(key, None)
+        envs.agents.update(prepare_envs(project, (), {baseline: base_release}).agents)
+        base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images
         base_digest = digest_json(base_def)
@@ -183,9 +191,11 @@ def plan_run(
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
-    specs = _specs(project, record, arms, cases, range(k), replayed=_replayed(project, arms, store))
+    specs = _specs(
+        project, record, arms, cases, range(k), replayed=_replayed(project, arms, store), envs=envs
+    )
     return PlannedRun(
-        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy
+        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy, envs=envs
     )
 
 
@@ -286,6 +296,7 @@ def _spec(
     lc: LoadedCase,
     t: int,
     replayed: Mapping[tuple[str, int], bytes],
+    envs: PreparedEnvs,
 ) -> TrialSpec:
     key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
     replay = replayed.get((lc.id, t)) if arm.release.agent.adapter == "replay" else None
@@ -301,6 +312,8 @@ def _spec(
         image=record.system.get("case_images", {}).get(lc.id),
         replay_tarball=replay,
         run_seed=record.seed,
+        environment=envs.cases.get(lc.id),
+        agent_environment=envs.agents.get(arm.name),
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),
@@ -315,9 +328,11 @@ def _specs(
     trials: range,
     only: frozenset[str] | None = None,
     replayed: Mapping[tuple[str, int], bytes] | None = None,
+    envs: PreparedEnvs | None = None,
 ) -> list[TrialSpec]:
+    envs = envs if envs is not None else PreparedEnvs()
     return [
-        _spec(project, record, arm, lc, t, replayed or {})
+        _spec(project, record, arm, lc, t, replayed or {}, envs)
         for lc in cases
         if only is None or lc.id in only
         for arm in arms
@@ -344,7 +359,9 @@ def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[
         flaky |= set(rerun_plan(plan.policy, summarize_arm(data)))
     flaky -= set(plan.record.judgment_cases)
     extra = range(k, k + plan.policy.flaky_reruns.extra_trials)
-    return _specs(project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky))
+    return _specs(
+        project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky), envs=plan.envs
+    )
 
 
 def execute(
@@ -389,6 +406,10 @@ def check_system_unchanged(
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
+    now_envs = prepare_envs(
+        project, cases, {record.release: project.release(record.release)}, verify=True
+    )
+    sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
         sysdef["case_images"] = case_images(cases)
     digest = digest_json(sysdef)
