@@ -154,7 +154,7 @@ def test_turn_budget_refuses_the_call_over_it(gateway: Gateway, scripted: Script
         assert _request(s.socket_path, s.token, _chat())[0] == 200
         assert _request(s.socket_path, s.token, _chat(history=1))[0] == 200
         status, doc = _request(s.socket_path, s.token, _chat(history=2))
-    assert status == 429 and doc["error"]["code"] == "budget"
+    assert status == 403 and doc["error"]["code"] == "budget"
     assert len(scripted.served) == 2
     usage = s.usage()
     assert usage.turns == 2 and usage.budget and "limit is 2 turns" in usage.budget
@@ -165,7 +165,7 @@ def test_token_budget_from_upstream_usage_withholds_the_response(
 ) -> None:
     with _session(gateway, scripted, Limits(tokens=10)) as s:
         status, doc = _request(s.socket_path, s.token, _chat())
-    assert status == 429 and doc["error"]["code"] == "budget"
+    assert status == 403 and doc["error"]["code"] == "budget"
     usage = s.usage()
     assert usage.budget and usage.input_tokens + usage.output_tokens > 10
 

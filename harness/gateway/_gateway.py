@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 _ACTIVE: list[Gateway] = []
+_BUDGET = 403
+"""Status of a call refused for budget: not 429, which clients retry with backoff."""
 
 
 def active_gateway() -> Gateway | None:
@@ -164,14 +166,14 @@ class Session:
         if m.fault is not None:
             return 502, f"upstream fault earlier in this phase: {m.fault}", "upstream"
         if m.budget is not None:
-            return 429, f"budget exceeded: {m.budget}", "budget"
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
         if lim.turns is not None and m.turns >= lim.turns:
             m.budget = f"turn {m.turns + 1} refused: the limit is {lim.turns} turns"
-            return 429, f"budget exceeded: {m.budget}", "budget"
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
         used = m.input_tokens + m.output_tokens
         if lim.tokens is not None and used >= lim.tokens:
             m.budget = f"{used} tokens used: the limit is {lim.tokens}"
-            return 429, f"budget exceeded: {m.budget}", "budget"
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
         return None
 
     def _answer(self, body: bytes, doc: dict[str, Any], turn: int) -> Answer:
@@ -211,8 +213,8 @@ class Session:
             if over:
                 m.budget = m.budget or f"{used} tokens used: the limit is {self.limits.tokens}"
         if over:
-            self._record(call, turn, 429, answer, usage, "budget")
-            return refusal(429, f"budget exceeded: {self._meter.budget}", "budget")
+            self._record(call, turn, _BUDGET, answer, usage, "budget")
+            return refusal(_BUDGET, f"budget exceeded: {self._meter.budget}", "budget")
         self._record(call, turn, answer.status, answer, usage, None)
         ctype = "text/event-stream" if answer.stream else "application/json"
         return Reply(status=answer.status, body=answer.body, content_type=ctype)
