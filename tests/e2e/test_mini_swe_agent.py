@@ -72,8 +72,10 @@ def upstream() -> Iterator[ScriptedUpstream]:
         yield up
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=["local"])
 def backend(request: pytest.FixtureRequest) -> str:
+    # Docker is not listed yet: with a case image the agent environment is not mounted
+    # (harness.env.plan.phase_view assumes the image holds it; case images do not).
     return str(request.param)
 
 
