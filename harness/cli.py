@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
+import threading
+import time
+import traceback
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,15 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import __version__
-from harness.errors import (
-    ConfigError,
-    HarnessError,
-    InfraError,
-    InvalidRunError,
-    LockMismatchError,
-    StoreError,
-)
-from harness.exitcodes import ExitCode
+from harness.exitcodes import ExitCode, exit_for_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -37,26 +32,38 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 
 
 def _handle_errors(fn: F) -> F:
-    """Turn HarnessErrors into a message and an exit code; never a traceback."""
+    """Turn any exception into a one-line message and its exit code; never a traceback.
+
+    The mapping is :func:`harness.exitcodes.exit_for_exception`; what it does not know is
+    an internal error (exit 5) with a request to report it.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (ConfigError, LockMismatchError) as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            sys.exit(ExitCode.USAGE)
-        except (InfraError, InvalidRunError) as exc:
-            err.print(f"[bold red]blocked:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            sys.exit(ExitCode.BLOCKED)
-        except StoreError as exc:
+        except (SystemExit, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except KeyboardInterrupt:
             err.print(
-                f"[bold red]store error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True
+                "[bold red]interrupted:[/] finished trials are stored; "
+                "re-run the same command to resume",
+                highlight=False,
             )
-            sys.exit(ExitCode.USAGE)
-        except HarnessError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            sys.exit(ExitCode.USAGE)
+            sys.exit(130)
+        except Exception as exc:
+            code, prefix = exit_for_exception(exc)
+            message = str(exc) or type(exc).__name__
+            if code is ExitCode.INTERNAL:
+                message = (
+                    f"{type(exc).__name__}: {message}. This is a bug in harness {__version__}; "
+                    "please report it with the command you ran "
+                    "(HARNESS_TRACEBACK=1 prints the traceback)"
+                )
+                if os.environ.get("HARNESS_TRACEBACK") == "1":
+                    traceback.print_exc()
+            err.print(f"[bold red]{prefix}:[/] {escape(message)}", highlight=False, soft_wrap=True)
+            sys.exit(code)
 
     return wrapper  # type: ignore[return-value]
 
@@ -137,137 +144,143 @@ def run(
     no_report: bool,
 ) -> None:
     """Run every case K times for RELEASE, judge, and gate against the baseline."""
-    from harness.decision import decide_run
     from harness.project import load_project
-    from harness.run import execute, flaky_rerun_specs, model_gateway, plan_run
-    from harness.store import Store
+    from harness.run import RunRequest, run_release
 
-    if jobs is not None and jobs < 1:
-        raise ConfigError(f"--jobs must be at least 1, got {jobs}", field="--jobs")
     project = load_project(project_dir)
-    store = Store(project.store_dir)
-    plan = plan_run(
-        project,
-        release,
-        k,
-        backend=backend,
+    request = RunRequest(
+        release=release,
+        k=k,
         baseline=baseline,
+        backend=backend,
+        executor=executor_name,
+        scheduler=scheduler,
+        jobs=jobs,
+        only=only,
         downgrade=downgrade,
-        only=only or None,
         fresh=fresh,
-        store=store,
+        report=not no_report,
         model_replay=model_replay,
     )
-    gateway = ExitStack()  # checks keys and the executor before anything is stored
-    gateway.enter_context(model_gateway(plan, store, executor=executor_name))
-    _sweep_orphans(plan.record.backend)
-    _preflight(project, plan, store)
-    executor = _executor(executor_name, scheduler, jobs)
-    with gateway, store.open_run(plan.record) as handle:
-        done_before = len(handle.done())
+    with _RunView(release, baseline, k) as view:
+        outcome = run_release(project, request, view)
+    _print_run_table(outcome.decision)
+    replay_of = project.release(release).agent.replay_run
+    if project.release(release).agent.adapter == "replay" and replay_of:
+        from harness.store import Store
+
+        store = Store(project.store_dir)
+        _print_flips(store, outcome.run_id, store.resolve_run(replay_of))
+    for path in outcome.reports:
+        err.print(f"report: {path}", highlight=False)
+    _print_decision(outcome.decision)
+    sys.exit(outcome.decision.exit_code(warn_ok=warn_ok))
+
+
+class _RunView:
+    """Renders a run's events: a rich progress bar on a terminal, heartbeat lines in CI logs."""
+
+    HEARTBEAT_S = 30.0
+    """Seconds between heartbeat lines when stdout is not a terminal and nothing finished."""
+
+    def __init__(self, release: str, baseline: str | None, k: int) -> None:
+        self._release, self._baseline, self._k = release, baseline, k
+        self._tty = err.is_terminal
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        self._start = time.monotonic()
+        self._last = self._start
+        self._total = 0
+        self._done = 0
+        self._per_case: dict[str, int] = {}
+        self._cases_done = 0
+
+    def __enter__(self) -> _RunView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        if self._progress is not None:
+            self._progress.stop()
+
+    def swept(self, removed: int) -> None:
+        err.print(f"swept {removed} leftover sandbox(es) of killed runs", highlight=False)
+
+    def note(self, message: str) -> None:
+        err.print(message, highlight=False)
+
+    def started(self, plan: Any, run_id: str, done_before: int) -> None:
         err.print(
-            f"run [bold]{handle.run_id}[/] · release {release} · system "
-            f"{plan.record.system_digest[7:19]} · {len(plan.cases)} cases × k={k}"
-            + (f" × 2 arms (baseline {baseline})" if baseline else "")
+            f"run [bold]{run_id}[/] · release {self._release} · system "
+            f"{plan.record.system_digest[7:19]} · {len(plan.cases)} cases × k={self._k}"
+            + (f" × 2 arms (baseline {self._baseline})" if self._baseline else "")
             + (f" · resuming, {done_before} trials already recorded" if done_before else ""),
             highlight=False,
         )
-        with Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=False,
-        ) as progress:
-            task = progress.add_task("trials", total=len(plan.specs), completed=done_before)
-            try:
-                execute(
-                    handle, plan.specs, executor, on_record=lambda rec, _w: progress.advance(task)
-                )
-                extra = flaky_rerun_specs(plan, store, project)
-                if extra:
-                    progress.update(task, total=len(plan.specs) + len(extra))
-                    progress.advance(
-                        task,
-                        len(extra) - len([s for s in extra if s.key.slug() not in handle.done()]),
-                    )
-                    execute(
-                        handle, extra, executor, on_record=lambda rec, _w: progress.advance(task)
-                    )
-            finally:
-                executor.close()
-        decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
-    _print_run_table(store, handle.run_id, decision)
-    replay_of = project.release(release).agent.replay_run
-    if project.release(release).agent.adapter == "replay" and replay_of:
-        _print_flips(store, handle.run_id, store.resolve_run(replay_of))
-    if not no_report:
-        _write_reports(project, store, handle.run_id, decision)
-    _print_decision(decision)
-    sys.exit(decision.exit_code(warn_ok=warn_ok))
+        self._total, self._done = len(plan.specs), done_before
+        for spec in plan.specs:
+            self._per_case[spec.key.case_id] = self._per_case.get(spec.key.case_id, 0) + 1
+        if self._tty:
+            self._progress = Progress(
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("trials", total=self._total, completed=self._done)
+        else:
+            self._heartbeat("started")
+            self._ticker = threading.Thread(target=self._tick, name="heartbeat", daemon=True)
+            self._ticker.start()
+
+    def planned(self, total: int, done: int) -> None:
+        with self._lock:
+            self._total, self._done = total, done
+        if self._progress is not None:
+            self._progress.update(self._task, total=total, completed=done)
+        else:
+            self._heartbeat(f"flaky reruns added: {total} trials in all")
+
+    def trial_finished(self, record: Any, written: bool) -> None:
+        case_finished = False
+        with self._lock:
+            self._done += 1
+            left = self._per_case.get(record.key.case_id)
+            if left is not None:
+                self._per_case[record.key.case_id] = left - 1
+                if left == 1:
+                    self._cases_done += 1
+                    case_finished = True
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        elif case_finished or time.monotonic() - self._last >= self.HEARTBEAT_S:
+            self._heartbeat(f"{record.key.slug()}: {record.verdict.outcome.value}")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(5.0):
+            if time.monotonic() - self._last >= self.HEARTBEAT_S:
+                self._heartbeat("still running")
+
+    def _heartbeat(self, what: str) -> None:
+        with self._lock:
+            self._last = now = time.monotonic()
+            line = (
+                f"[{int(now - self._start)}s] {self._done}/{self._total} trials · "
+                f"{self._cases_done}/{len(self._per_case)} cases finished · {what}"
+            )
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _preflight(project: Any, plan: Any, store: Any) -> None:
-    """Prove each (case, environment) pair red and green before the first trial."""
-    from harness.env.preflight import preflight
-    from harness.sandbox.registry import get_backend
-
-    if not plan.envs.cases:
-        return
-    done = preflight(
-        plan.cases,
-        plan.envs,
-        sandbox=get_backend(plan.record.backend),
-        backend=plan.record.backend,
-        store_dir=project.store_dir,
-        images=plan.record.system.get("case_images", {}),
-        downgrade=frozenset(plan.record.downgrade),
-        on_case=lambda cid, env: err.print(
-            f"preflight: validating {cid} in environment {env[7:19]}", highlight=False
-        ),
-    )
-    if done:
-        err.print(f"preflight: {len(done)} case(s) validated red and green", highlight=False)
-
-
-def _sweep_orphans(backend: str) -> None:
-    """Remove leftovers of killed runs before starting (never those of live runs)."""
-    from harness.sandbox.prune import prune_local
-
-    removed = prune_local()
-    if backend == "docker":
-        from harness.sandbox.docker import prune
-
-        report = prune(orphans_only=True)
-        removed += list(report.containers)
-    if removed:
-        err.print(f"swept {len(removed)} leftover sandbox(es) of killed runs", highlight=False)
-
-
-def _executor(name: str, scheduler: str | None, jobs: int | None) -> Any:
-    if name == "dask":
-        from harness.executors.dask import DaskExecutor
-
-        return DaskExecutor(scheduler=scheduler, jobs=jobs)
-    if scheduler:
-        raise ConfigError("--scheduler needs --executor dask", field="--scheduler")
-    from harness.executors.local import LocalExecutor
-
-    return LocalExecutor(jobs)
-
-
-def _write_reports(project: Any, store: Any, run_id: str, decision: Any) -> None:
-    try:
-        from harness.report import write_html_report
-    except ImportError:
-        return
-    path = write_html_report(project, store, run_id, decision)
-    err.print(f"report: {path}", highlight=False)
-
-
-def _print_run_table(store: Any, run_id: str, decision: Any) -> None:
-    table = Table(title=f"run {run_id}", show_lines=False)
+def _print_run_table(decision: Any) -> None:
+    table = Table(title=f"run {decision.run_id}", show_lines=False)
     for col in (
         "case",
         "arm",
@@ -645,7 +658,7 @@ def sandbox_prune() -> None:
     from harness.sandbox.prune import prune_all
 
     for line in prune_all():
-        out.print(line, highlight=False)
+        out.print(line, highlight=False, markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

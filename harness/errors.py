@@ -13,7 +13,7 @@
     ├── EvaluatorError               the verifier could not run as specified; evaluator_error
     ├── BudgetExceededError          the agent overspent a budget the harness measured; fail
     ├── StoreError                   the record store is unreadable, locked or inconsistent
-    │   └── StoreIntegrityError      a stored record or blob differs from the run's manifest (exit 4)
+    │   └── StoreIntegrityError      a record or blob differs from the run's manifest (exit 4)
     └── InvalidRunError              a run cannot be judged (system changed mid-run, …)
 
 Messages are written for the user: they name the file, the field and what was expected.

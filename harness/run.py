@@ -1,5 +1,9 @@
 """Plan and execute a release run: cases × k × {candidate, baseline}, resumable.
 
+:func:`run_release` owns the whole lifecycle — plan → sweep leftovers → execute → flaky
+reruns → decide → report — and tells a :class:`RunObserver` what happens; the CLI only
+renders those events and maps the outcome to an exit code.
+
 The plan is fixed before the first trial: the release record (system digest, task-set
 digest, case digests, k, backend, downgrades, baseline, promotion-policy digest, the seed
 of the interleaved order) is written to the store first. Trials already recorded for the
@@ -12,9 +16,10 @@ import datetime as dt
 import random
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from harness import __version__
 from harness.baseline import Baseline, load_baseline
@@ -22,7 +27,7 @@ from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
 from harness.env.plan import PreparedEnvs, prepare_envs
-from harness.errors import ConfigError, InvalidRunError, LockMismatchError
+from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
 from harness.project import Project, Release, Upstream, agent_code_digests
@@ -30,15 +35,24 @@ from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.store import RunHandle, Store
 from harness.trial import TrialOutput, TrialSpec
 
+if TYPE_CHECKING:
+    from harness.decision import RunDecision
+
 __all__ = [
     "PlannedRun",
+    "RunObserver",
+    "RunOutcome",
+    "RunRequest",
     "case_images",
     "check_system_unchanged",
     "execute",
     "flaky_rerun_specs",
     "load_locked_cases",
+    "make_executor",
     "model_gateway",
     "plan_run",
+    "run_release",
+    "sweep_orphans",
 ]
 
 DOWNGRADABLE = frozenset({"network", "memory", "pids", "cpu", "disk", "read_only_root"})
@@ -457,3 +471,205 @@ def model_gateway(
             gateway.add_replay(label, calls, source)
     with gateway.serving():
         yield gateway
+
+
+# ------------------------------------------------------------------------------ lifecycle
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``harness run`` was asked to do (everything but the project)."""
+
+    release: str
+    k: int = 5
+    baseline: str | None = None
+    backend: str | None = None
+    """Sandbox backend; ``None`` means harness.yaml's."""
+    executor: str = "local"
+    """``local`` (thread pool) or ``dask``."""
+    scheduler: str | None = None
+    """Dask scheduler address (``executor="dask"`` only)."""
+    jobs: int | None = None
+    only: tuple[str, ...] = ()
+    """Run only these case ids (empty: all active cases)."""
+    downgrade: tuple[str, ...] = ()
+    fresh: bool = False
+    """Start a new run instead of resuming the one with the same identity."""
+    report: bool = True
+    """Write the report folder after deciding."""
+    model_replay: str | None = None
+    """Serve the model responses this recorded run received (upstream stopped)."""
+
+
+class RunObserver(Protocol):
+    """Receives the lifecycle's events, e.g. to draw progress; must not raise."""
+
+    def swept(self, removed: int) -> None:
+        """Leftovers of killed runs were removed before starting."""
+
+    def started(self, plan: PlannedRun, run_id: str, done_before: int) -> None:
+        """Report that the release record is stored and ``done_before`` trials exist."""
+
+    def planned(self, total: int, done: int) -> None:
+        """Report a new trial count (flaky reruns added), ``done`` of them recorded."""
+
+    def trial_finished(self, record: RunRecord, written: bool) -> None:
+        """One trial's record was handed to the store (``written``: it was new)."""
+
+    def note(self, message: str) -> None:
+        """Report a step before the trials (e.g. the environments' preflight)."""
+
+
+class _Silent:
+    def swept(self, removed: int) -> None:
+        pass
+
+    def started(self, plan: PlannedRun, run_id: str, done_before: int) -> None:
+        pass
+
+    def planned(self, total: int, done: int) -> None:
+        pass
+
+    def trial_finished(self, record: RunRecord, written: bool) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished run: its id, the decision under the recorded policy, the reports written."""
+
+    run_id: str
+    decision: RunDecision
+    reports: tuple[Path, ...] = ()
+
+
+def _check_executor_options(request: RunRequest) -> None:
+    if request.jobs is not None and request.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {request.jobs}", field="--jobs")
+    if request.scheduler and request.executor != "dask":
+        raise ConfigError("--scheduler needs --executor dask", field="--scheduler")
+
+
+def make_executor(name: str, scheduler: str | None, jobs: int | None) -> Executor:
+    """Start the executor named by ``--executor`` (``local`` or ``dask``)."""
+    if name == "dask":
+        from harness.executors.dask import DaskExecutor
+
+        return DaskExecutor(scheduler=scheduler, jobs=jobs)
+    from harness.executors.local import LocalExecutor
+
+    return LocalExecutor(jobs)
+
+
+def sweep_orphans(backend: str) -> int:
+    """Remove leftovers of killed runs before starting (never those of live runs)."""
+    from harness.sandbox.prune import prune_local
+
+    removed = len(prune_local())
+    if backend == "docker":
+        from harness.sandbox.docker import prune
+
+        removed += len(prune(orphans_only=True).containers)
+    return removed
+
+
+def run_release(
+    project: Project, request: RunRequest, observer: RunObserver | None = None
+) -> RunOutcome:
+    """Plan, execute (resuming), add flaky reruns, decide and report one release run.
+
+    Raises:
+        ConfigError: bad request or project input (nothing is stored).
+        LockMismatchError: cases differ from the task-set lock.
+        InfraError: the sandbox backend cannot run at all.
+    """
+    from harness.decision import decide_run
+
+    obs: RunObserver = observer or _Silent()
+    _check_executor_options(request)
+    store = Store(project.store_dir)
+    plan = plan_run(
+        project,
+        request.release,
+        request.k,
+        backend=request.backend,
+        baseline=request.baseline,
+        downgrade=request.downgrade,
+        only=request.only or None,
+        fresh=request.fresh,
+        store=store,
+        model_replay=request.model_replay,
+    )
+    gateway = ExitStack()  # checks key variables and the executor before anything is stored
+    gateway.enter_context(model_gateway(plan, store, executor=request.executor))
+    try:
+        removed = sweep_orphans(plan.record.backend)
+        if removed:
+            obs.swept(removed)
+        _preflight(project, plan, obs)
+        executor = make_executor(request.executor, request.scheduler, request.jobs)
+    except BaseException:
+        gateway.close()
+        raise
+    try:
+        with gateway, store.open_run(plan.record) as handle:
+            obs.started(plan, handle.run_id, len(handle.done()))
+            execute(handle, plan.specs, executor, on_record=obs.trial_finished)
+            extra = flaky_rerun_specs(plan, store, project)
+            if extra:
+                done = handle.done()
+                obs.planned(
+                    len(plan.specs) + len(extra),
+                    len(plan.specs) + sum(s.key.slug() in done for s in extra),
+                )
+                execute(handle, extra, executor, on_record=obs.trial_finished)
+            decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
+    finally:
+        executor.close()
+    reports: tuple[Path, ...] = ()
+    if request.report:
+        try:
+            reports = _write_reports(project, store, handle.run_id, decision)
+        except OSError as exc:
+            # The decision is stored; only its rendering failed (e.g. a full disk).
+            raise InfraError(
+                f"run {handle.run_id}: the decision ({decision.verdict}) is stored, but the "
+                f"report could not be written: {exc}; free the space and run "
+                f"`harness report {handle.run_id}`",
+                reason="report_write",
+            ) from exc
+    return RunOutcome(handle.run_id, decision, reports)
+
+
+def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
+    """Prove each (case, environment) pair red and green before the first trial."""
+    from harness.env.preflight import preflight
+    from harness.sandbox.registry import get_backend
+
+    if not plan.envs.cases:
+        return
+    done = preflight(
+        plan.cases,
+        plan.envs,
+        sandbox=get_backend(plan.record.backend),
+        backend=plan.record.backend,
+        store_dir=project.store_dir,
+        images=plan.record.system.get("case_images", {}),
+        downgrade=frozenset(plan.record.downgrade),
+        on_case=lambda cid, env: obs.note(
+            f"preflight: validating {cid} in environment {env[7:19]}"
+        ),
+    )
+    if done:
+        obs.note(f"preflight: {len(done)} case(s) validated red and green")
+
+
+def _write_reports(
+    project: Project, store: Store, run_id: str, decision: RunDecision
+) -> tuple[Path, ...]:
+    from harness.report import write_html_report
+
+    return (write_html_report(project, store, run_id, decision),)

@@ -19,12 +19,10 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import docker
-import docker.errors
-import requests.exceptions
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import SandboxUnavailableError
+from harness.sandbox._docker_sdk import docker, requests
 
 __all__ = [
     "DEFAULT_IMAGE",

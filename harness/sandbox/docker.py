@@ -53,11 +53,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import docker
-import docker.errors
-import docker.types
-import requests.exceptions
-
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import (
@@ -75,6 +70,7 @@ from harness.sandbox._docker_engine import (
 )
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
+from harness.sandbox._docker_sdk import docker, requests
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox.base import (
     Bound,

@@ -25,6 +25,9 @@ def test_run_good_release_passes_and_show_lists_every_trial(project):
     done = harness(project, "run", "--release", "good", "--k", "2", "--no-report")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS" in done.stdout
+    # Not a terminal: heartbeat lines instead of a progress bar, one per finished case.
+    beats = [line for line in done.stderr.splitlines() if "cases finished" in line]
+    assert beats[-1].split("·")[1].strip() == "3/3 cases finished", done.stderr
     shown = json.loads(harness(project, "show", "--json").stdout)
     assert len(shown["trials"]) == 6
     assert {t["verdict"]["outcome"] for t in shown["trials"]} == {"pass"}

@@ -165,7 +165,10 @@ def test_cpu_bound_per_process_and_tree_wide(tmp_path: Path) -> None:
         single = s.exec(["python3", "-c", spin])
         spread = s.exec(["python3", "-c", tree])
     assert single.termination is Termination.CPU and single.bound is not None, single
-    assert single.bound.limit == 1 and (single.cpu_s or 0) >= 0.9
+    # The process really spent CPU before the bound fired (not a wall-clock kill). RLIMIT_CPU
+    # fires at 1 s but the accounting read back can lag by a tick or more under load (0.89 s
+    # was seen on a busy CI machine), so the margin is wide: half the limit.
+    assert single.bound.limit == 1 and (single.cpu_s or 0) >= 0.5
     # Four children of 0.7 s each stay under RLIMIT_CPU; only the cgroup total catches them.
     assert spread.termination is Termination.CPU, spread
     assert (spread.cpu_s or 0) >= 1.0
