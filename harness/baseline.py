@@ -64,14 +64,11 @@ class Baseline:
                 (e.g. a ``{project}`` host path): the baseline must be re-promoted.
         """
         sysdef = self.file.release.system
+        fields = {k: sysdef[k] for k in ("agent", "components", "retry")}
+        if sysdef.get("upstream") is not None:  # the baseline reaches its model the same way
+            fields["upstream"] = sysdef["upstream"]
         try:
-            return Release.model_validate(
-                {
-                    "agent": sysdef["agent"],
-                    "components": sysdef["components"],
-                    "retry": sysdef["retry"],
-                }
-            )
+            return Release.model_validate(fields)
         except (ValidationError, KeyError) as exc:
             raise self.stale(f"its stored release definition is no longer valid: {exc}") from None
 

@@ -130,6 +130,13 @@ def main() -> None:
     "record): network, memory, pids, cpu, disk, read_only_root.",
 )
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming the same one.")
+@click.option(
+    "--model-replay",
+    default=None,
+    metavar="RUN",
+    help="Serve the model's responses recorded by RUN (upstream stopped); a request that "
+    "differs is infra_error. Measures drift at no model cost; not a fresh model sample.",
+)
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")
 @_handle_errors
@@ -145,6 +152,7 @@ def run(
     only: tuple[str, ...],
     downgrade: tuple[str, ...],
     fresh: bool,
+    model_replay: str | None,
     warn_ok: bool,
     no_report: bool,
 ) -> None:
@@ -165,10 +173,17 @@ def run(
         downgrade=downgrade,
         fresh=fresh,
         report=not no_report,
+        model_replay=model_replay,
     )
     with _RunView(release, baseline, k) as view:
         outcome = run_release(project, request, view)
     _print_run_table(outcome.decision)
+    replay_of = project.release(release).agent.replay_run
+    if project.release(release).agent.adapter == "replay" and replay_of:
+        from harness.store import Store
+
+        store = Store(project.store_dir)
+        _print_flips(store, outcome.run_id, store.resolve_run(replay_of))
     for path in outcome.reports:
         err.print(f"report: {path}", highlight=False)
     _print_decision(outcome.decision)
@@ -208,6 +223,9 @@ class _RunView:
 
     def swept(self, removed: int) -> None:
         err.print(f"swept {removed} leftover sandbox(es) of killed runs", highlight=False)
+
+    def note(self, message: str) -> None:
+        err.print(message, highlight=False)
 
     def started(self, plan: Any, run_id: str, done_before: int) -> None:
         err.print(
@@ -294,6 +312,19 @@ def _print_run_table(decision: Any) -> None:
     for row in decision.case_rows():
         table.add_row(*row)
     out.print(table)
+
+
+def _print_flips(store: Any, run_id: str, source: str) -> None:
+    from harness.replay import verdict_flips
+
+    flips = verdict_flips(store, run_id, source)
+    out.print(f"re-verified the candidates of {source}: {len(flips)} verdict flip(s)")
+    for f in flips:
+        out.print(
+            f"  flip {f.case_id} t{f.trial}: {f.recorded.value} → {f.now.value}  {f.reason[:80]}",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _print_decision(decision: Any) -> None:
@@ -524,14 +555,14 @@ def cases_validate(
 ) -> None:
     """Prove each verifier fails on the starting state and passes on the reference."""
     from harness.cases.load import load_cases
-    from harness.cases.validate import validate_cases
+    from harness.env.preflight import validate_in_envs
     from harness.project import load_project
     from harness.sandbox.registry import get_backend
 
     project = load_project(project_dir)
     loaded = load_cases(project.cases_dir, only or None)
-    results = validate_cases(
-        loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
+    results = validate_in_envs(
+        project, loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
     )
     broken = 0
     for r in results:
@@ -591,6 +622,38 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
     for cid, image_id in sorted(built.items()):
         out.print(f"{cid}: {image_id}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ env
+
+
+@main.group("env")
+def env_group() -> None:
+    """Declared Python environments of cases and agents (see docs/environments.md)."""
+
+
+@env_group.command("lock")
+@project_option
+@_handle_errors
+def env_lock(project_dir: Path) -> None:
+    """Write each declared environment's lock (pins + hashes) from its requirements."""
+    from harness.env.cli import lock_all
+    from harness.project import load_project
+
+    for line in lock_all(load_project(project_dir)):
+        out.print(line, highlight=False)
+
+
+@env_group.command("build")
+@project_option
+@_handle_errors
+def env_build(project_dir: Path) -> None:
+    """Build (or reuse from the cache) every declared environment; print their digests."""
+    from harness.env.cli import build_all
+    from harness.project import load_project
+
+    for line in build_all(load_project(project_dir)):
+        out.print(line, highlight=False)
 
 
 # ------------------------------------------------------------------------------ sandbox

@@ -11,6 +11,7 @@
     │   └── ContractUnenforceableError
     │                                the backend cannot enforce a contract bound (fail closed)
     ├── EvaluatorError               the verifier could not run as specified; evaluator_error
+    ├── BudgetExceededError          the agent overspent a budget the harness measured; fail
     ├── StoreError                   the record store is unreadable, locked or inconsistent
     │   ├── StoreIntegrityError      a record or blob differs from the run's manifest (exit 4)
     │   └── StoreWriteError          the store cannot be written (disk full, read-only);
@@ -27,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "BudgetExceededError",
     "CaseError",
     "ConfigError",
     "ContractUnenforceableError",
@@ -99,6 +101,26 @@ class ContractUnenforceableError(InfraError):
 
 class EvaluatorError(HarnessError):
     """The verifier itself could not run as specified: ``evaluator_error``."""
+
+
+class BudgetExceededError(HarnessError):
+    """The agent overspent a budget measured by the harness (turns, tokens at the gateway).
+
+    The trial fails ``budget_exceeded``: the agent's fault, measured, never self-reported.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        limit: float | None = None,
+        observed: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.limit = limit
+        self.observed = observed
 
 
 class StoreError(HarnessError):

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
+from harness.env.model import Environment
 from harness.errors import ConfigError
 from harness.names import Name
 from harness.sandbox.base import SYSTEM_PATH
@@ -28,11 +29,13 @@ __all__ = [
     "MAX_K",
     "AgentSpec",
     "Components",
+    "Price",
     "Project",
     "ProjectFile",
     "Release",
     "RetryPolicy",
     "SimulatedSettings",
+    "Upstream",
     "agent_code_digests",
     "load_project",
 ]
@@ -105,6 +108,10 @@ class AgentSpec(_Frozen):
     simulated: SimulatedSettings | None = None
     replay_run: Name | None = None
     """For ``replay``: the run whose recorded candidates are re-applied."""
+    environment: Environment | None = None
+    """The agent's own Python environment (paths relative to the project): mounted only in
+    the agent phase at ``/opt/harness/agent-env``, never on ``PATH``; call it by absolute
+    path (``/opt/harness/agent-env/bin/python``)."""
 
     @field_validator("command")
     @classmethod
@@ -167,12 +174,50 @@ class Components(_Frozen):
     extra: dict[str, str] = Field(default_factory=dict)
 
 
+class Price(_Frozen):
+    """What the upstream charges, in currency units per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    """Price of one million prompt (input) tokens."""
+    output_per_mtok: float = Field(ge=0)
+    """Price of one million completion (output) tokens."""
+
+
+class Upstream(_Frozen):
+    """The model provider the harness's gateway forwards the agent's calls to.
+
+    The agent never sees this: it talks to the gateway with a per-trial token, and the
+    gateway injects the real key read from ``key_env`` on the harness host.
+    """
+
+    provider: Literal["openai"] = "openai"
+    """Wire format of the upstream: ``openai`` (an OpenAI-compatible chat completions API)."""
+    base_url: Annotated[str, Field(pattern=r"^https?://[^\s/]+(/\S*)?$")]
+    """API root including the version, e.g. ``https://api.openai.com/v1``."""
+    model: str = Field(min_length=1)
+    """The pinned model id: the only name the agent may ask for, and the id the upstream must
+    answer with (pin a dated id, e.g. ``gpt-4o-mini-2024-07-18``)."""
+    key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    """Name of the host environment variable holding the API key (never stored)."""
+    price: Price
+    response_seconds: float = Field(default=120.0, gt=0, le=3600)
+    """Bound on one upstream response (all of it, streamed or not); slower is infra_error."""
+    retries: int = Field(default=2, ge=0, le=5)
+    """Retries of a refused connection, a 429 or a 5xx, with exponential backoff."""
+    concurrency: int = Field(default=4, ge=1, le=256)
+    """Calls in flight to this upstream at once, shared by every trial of the run."""
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """Rate limit of calls to this upstream, shared by every trial of the run."""
+
+
 class Release(_Frozen):
     """One release of the agent system."""
 
     agent: AgentSpec
     components: Components = Components()
     retry: RetryPolicy = RetryPolicy()
+    upstream: Upstream | None = None
+    """The model provider reached through the gateway (``None``: the agent calls no model)."""
 
 
 class ProjectFile(_Frozen):
@@ -189,6 +234,9 @@ class ProjectFile(_Frozen):
     policy: ProjectPath | None = None
     """Promotion policy file, relative to the project."""
     backend: Literal["local", "docker"] = "local"
+    environment: Environment | None = None
+    """Task-set default environment of cases that declare none (paths relative to the
+    project)."""
     releases: dict[Name, Release] = Field(min_length=1)
     """Release name → release; names are safe slugs (they name run folders and reports)."""
 
@@ -283,13 +331,18 @@ class Project(BaseModel):
         definition: dict[str, Any] = {
             "release": name,
             "agent_code": agent_code_digests(release),
-            "agent": release.agent.model_dump(mode="json"),
+            "agent": release.agent.model_dump(
+                mode="json", exclude={"environment"} if release.agent.environment is None else None
+            ),
             "components": release.components.model_dump(mode="json"),
             "orchestration_digests": hashed,
             "retry": release.retry.model_dump(mode="json"),
             "task_set_digest": task_set_digest,
             "harness_version": harness_version,
         }
+        if release.upstream is not None:
+            # The key's name is configuration; its value never enters a record.
+            definition["upstream"] = release.upstream.model_dump(mode="json")
         if release.agent.files:
             definition["agent_files"] = self.agent_file_digests(name, release)
         return definition

@@ -21,6 +21,8 @@ __all__ = [
     "CheckResult",
     "FailureType",
     "ManifestEntry",
+    "ModelCall",
+    "ModelUsage",
     "Outcome",
     "PhaseRecord",
     "ReleaseRecord",
@@ -132,6 +134,56 @@ class AgentClaim(_Frozen):
     usage: dict[str, float] = Field(default_factory=dict)
 
 
+class ModelCall(_Frozen):
+    """One call of the agent to the model through the harness's gateway."""
+
+    turn: int = Field(ge=0)
+    """1-based index of the forwarded call; 0 for a call the gateway refused."""
+    request_blob: str
+    """The agent's request body, as received (the key is never in it)."""
+    response_blob: str | None = None
+    """The upstream's response body (plain JSON or the SSE stream), as received."""
+    status: int
+    """Status the agent got back."""
+    stream: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    upstream_wait_s: float = 0.0
+    refused: str | None = None
+    """Why the gateway refused or failed the call (``model``, ``budget``, ``upstream``…)."""
+
+
+class ModelUsage(_Frozen):
+    """What the gateway measured in one agent phase: never the agent's own claim."""
+
+    upstream: str
+    """The upstream's base URL."""
+    model: str
+    """The pinned model id."""
+    answered_model: str | None = None
+    """The model id the upstream answered with (checked against the pinned one)."""
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    """From the release's price table, in its currency units."""
+    upstream_wait_s: float = 0.0
+    """Seconds spent waiting on the upstream (queueing, retries and backoff included)."""
+    calls: tuple[ModelCall, ...] = ()
+    """The transcript: every call with its request and response blobs."""
+    fault: str | None = None
+    """The upstream fault that made the attempt an infra_error, if any."""
+    budget: str | None = None
+    """The budget the agent overspent (the call was refused), if any."""
+    replayed_from: str | None = None
+    """Set when responses were served from a recorded run instead of the upstream."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
 class AttemptRecord(_Frozen):
     """One attempt of a trial (correction attempts add more)."""
 
@@ -151,6 +203,8 @@ class AttemptRecord(_Frozen):
     tampering: tuple[str, ...] = ()
     """Evidence of the agent touching what it should not (overwritten, ignored)."""
     infra_retries: int = 0
+    model: ModelUsage | None = None
+    """Model calls measured by the gateway (agents with an upstream)."""
 
 
 class TrialKey(_Frozen):
@@ -181,6 +235,10 @@ class RunRecord(_Frozen):
     """The trial's verdict: the last attempt's."""
     stop_reason: str = "single_attempt"
     """Why the correction loop stopped (``passed``, ``attempt_limit``, …)."""
+    environment_digest: str | None = None
+    """Digest of the case environment the verifier (and the agent's shell) ran in."""
+    agent_environment_digest: str | None = None
+    """Digest of the release's agent environment, when it declares one."""
     started_at: dt.datetime
     finished_at: dt.datetime
     harness_version: str
@@ -225,6 +283,8 @@ class ReleaseRecord(_Frozen):
     policy: dict[str, Any] | None = None
     policy_file_digest: str | None = None
     """Digest of the policy file's raw bytes when the run was opened."""
+    model_replay: str | None = None
+    """Model replay: the recorded run whose responses the gateway serves (upstream stopped)."""
     seed: int = 0
     """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
     created_at: dt.datetime

@@ -15,8 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import random
 import secrets
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,10 +26,11 @@ from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
+from harness.env.plan import PreparedEnvs, prepare_envs
 from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
-from harness.project import MAX_K, Project, Release, agent_code_digests
+from harness.project import MAX_K, Project, Release, Upstream, agent_code_digests
 from harness.records import Arm, ReleaseRecord, RunRecord, TrialKey
 from harness.sandbox.prune import owned_prefix
 from harness.store import RunHandle, Store
@@ -48,6 +50,7 @@ __all__ = [
     "flaky_rerun_specs",
     "load_locked_cases",
     "make_executor",
+    "model_gateway",
     "plan_run",
     "run_release",
     "sweep_orphans",
@@ -66,6 +69,7 @@ class PlannedRun:
     baseline: Baseline | None
     arms: list[_ArmPlan]
     policy: Policy | None
+    envs: PreparedEnvs = field(default_factory=PreparedEnvs)
 
 
 def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
@@ -101,6 +105,7 @@ def plan_run(
     only: Sequence[str] | None = None,
     fresh: bool = False,
     store: Store | None = None,
+    model_replay: str | None = None,
 ) -> PlannedRun:
     """Fix the identity and the trial list of a run.
 
@@ -122,6 +127,8 @@ def plan_run(
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
+    envs = prepare_envs(project, cases, {release_name: release})  # before the first trial
+    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
     images = case_images(cases) if backend == "docker" else {}
     if images:
         sysdef["case_images"] = images
@@ -150,6 +157,10 @@ def plan_run(
                 raise base.stale(exc.message) from None
             base.check_agent_files(now)
         base_def.pop("case_images", None)
+        for key in ("environments", "agent_environment"):
+            base_def.pop(key, None)
+        envs.agents.update(prepare_envs(project, (), {baseline: base_release}).agents)
+        base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images
         base_digest = digest_json(base_def)
@@ -165,6 +176,8 @@ def plan_run(
         "baseline_digest": base.digest if base is not None else None,
         "policy_digest": pol_digest,
     }
+    if model_replay is not None:  # a replay is another run than a fresh sample
+        identity["model_replay"] = model_replay
     run_id = f"{release_name}-{short(digest_json(identity), 10)}"
     if fresh and store is not None:
         n = 2
@@ -191,6 +204,7 @@ def plan_run(
         policy_digest=pol_digest,
         policy=pol,
         policy_file_digest=pol_file,
+        model_replay=model_replay,
         seed=secrets.randbits(32),
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
@@ -198,9 +212,11 @@ def plan_run(
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
-    specs = _specs(project, record, arms, cases, range(k))
+    specs = _specs(
+        project, record, arms, cases, range(k), replayed=_replayed(project, arms, store), envs=envs
+    )
     return PlannedRun(
-        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy
+        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy, envs=envs
     )
 
 
@@ -269,10 +285,42 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
     return out
 
 
+def _replayed(
+    project: Project, arms: Sequence[_ArmPlan], store: Store | None
+) -> dict[tuple[str, int], bytes]:
+    """Read the recorded candidates of arms using the ``replay`` adapter from the store.
+
+    Raises:
+        ConfigError: ``replay_run`` is missing or names no run with candidate trials.
+    """
+    from harness.replay import recorded_candidates
+
+    out: dict[tuple[str, int], bytes] = {}
+    for arm in arms:
+        agent = arm.release.agent
+        if agent.adapter != "replay":
+            continue
+        if agent.replay_run is None or store is None:
+            raise ConfigError(
+                "the replay adapter needs replay_run: the recorded run to re-verify",
+                file=project.root / "harness.yaml",
+                field=f"releases.{arm.name}.agent.replay_run",
+            )
+        out.update(recorded_candidates(store, store.resolve_run(agent.replay_run)))
+    return out
+
+
 def _spec(
-    project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int
+    project: Project,
+    record: ReleaseRecord,
+    arm: _ArmPlan,
+    lc: LoadedCase,
+    t: int,
+    replayed: Mapping[tuple[str, int], bytes],
+    envs: PreparedEnvs,
 ) -> TrialSpec:
     key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
+    replay = replayed.get((lc.id, t)) if arm.release.agent.adapter == "replay" else None
     return TrialSpec(
         key=key,
         project_root=str(project.root),
@@ -283,7 +331,10 @@ def _spec(
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
+        replay_tarball=replay,
         run_seed=record.seed,
+        environment=envs.cases.get(lc.id),
+        agent_environment=envs.agents.get(arm.name),
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),
@@ -297,9 +348,12 @@ def _specs(
     cases: Sequence[LoadedCase],
     trials: range,
     only: frozenset[str] | None = None,
+    replayed: Mapping[tuple[str, int], bytes] | None = None,
+    envs: PreparedEnvs | None = None,
 ) -> list[TrialSpec]:
+    envs = envs if envs is not None else PreparedEnvs()
     return [
-        _spec(project, record, arm, lc, t)
+        _spec(project, record, arm, lc, t, replayed or {}, envs)
         for lc in cases
         if only is None or lc.id in only
         for arm in arms
@@ -326,7 +380,9 @@ def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[
         flaky |= set(rerun_plan(plan.policy, summarize_arm(data)))
     flaky -= set(plan.record.judgment_cases)
     extra = range(k, k + plan.policy.flaky_reruns.extra_trials)
-    return _specs(project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky))
+    return _specs(
+        project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky), envs=plan.envs
+    )
 
 
 def execute(
@@ -371,6 +427,10 @@ def check_system_unchanged(
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
+    now_envs = prepare_envs(
+        project, cases, {record.release: project.release(record.release)}, verify=True
+    )
+    sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
         sysdef["case_images"] = case_images(cases)
     digest = digest_json(sysdef)
@@ -379,6 +439,45 @@ def check_system_unchanged(
             f"system digest changed during the run ({short(record.system_digest)} → "
             f"{short(digest)}): a component of release {record.release!r} was modified"
         )
+
+
+@contextmanager
+def model_gateway(
+    plan: PlannedRun, store: Store, *, executor: str = "local"
+) -> Iterator[object | None]:
+    """Serve the run's model gateway while trials run (nothing when no arm calls a model).
+
+    Checked before the first trial: every upstream's key variable is set (unless the run
+    replays recorded responses), and the executor runs trials in this process.
+
+    Raises:
+        ConfigError: a key variable is unset, or ``--executor dask`` with an upstream.
+    """
+    from harness.gateway import Gateway, check_keys
+
+    upstreams: dict[str, Upstream] = {
+        arm.name: arm.release.upstream for arm in plan.arms if arm.release.upstream is not None
+    }
+    if not upstreams:
+        yield None
+        return
+    if executor != "local":
+        raise ConfigError(
+            "releases with an upstream run on the local executor: the model gateway lives in "
+            "the coordinating process and Dask workers cannot reach its sockets",
+            field="--executor",
+        )
+    source = plan.record.model_replay
+    if source is None:
+        check_keys(upstreams)
+    gateway = Gateway(replay_only=source is not None)
+    if source is not None:
+        from harness.replay import recorded_calls
+
+        for label, calls in recorded_calls(store, store.resolve_run(source)).items():
+            gateway.add_replay(label, calls, source)
+    with gateway.serving():
+        yield gateway
 
 
 # ------------------------------------------------------------------------------ lifecycle
@@ -405,6 +504,8 @@ class RunRequest:
     """Start a new run instead of resuming the one with the same identity."""
     report: bool = True
     """Write the report folder after deciding."""
+    model_replay: str | None = None
+    """Serve the model responses this recorded run received (upstream stopped)."""
 
 
 class RunObserver(Protocol):
@@ -422,6 +523,9 @@ class RunObserver(Protocol):
     def trial_finished(self, record: RunRecord, written: bool) -> None:
         """One trial's record was handed to the store (``written``: it was new)."""
 
+    def note(self, message: str) -> None:
+        """Report a step before the trials (e.g. the environments' preflight)."""
+
 
 class _Silent:
     def swept(self, removed: int) -> None:
@@ -434,6 +538,9 @@ class _Silent:
         pass
 
     def trial_finished(self, record: RunRecord, written: bool) -> None:
+        pass
+
+    def note(self, message: str) -> None:
         pass
 
 
@@ -501,13 +608,21 @@ def run_release(
         only=request.only or None,
         fresh=request.fresh,
         store=store,
+        model_replay=request.model_replay,
     )
-    removed = sweep_orphans(plan.record.backend)
-    if removed:
-        obs.swept(removed)
-    executor = make_executor(request.executor, request.scheduler, request.jobs)
+    gateway = ExitStack()  # checks key variables and the executor before anything is stored
+    gateway.enter_context(model_gateway(plan, store, executor=request.executor))
     try:
-        with store.open_run(plan.record) as handle:
+        removed = sweep_orphans(plan.record.backend)
+        if removed:
+            obs.swept(removed)
+        _preflight(project, plan, obs)
+        executor = make_executor(request.executor, request.scheduler, request.jobs)
+    except BaseException:
+        gateway.close()
+        raise
+    try:
+        with gateway, store.open_run(plan.record) as handle:
             obs.started(plan, handle.run_id, len(handle.done()))
             execute(handle, plan.specs, executor, on_record=obs.trial_finished)
             extra = flaky_rerun_specs(plan, store, project)
@@ -534,6 +649,29 @@ def run_release(
                 reason="report_write",
             ) from exc
     return RunOutcome(handle.run_id, decision, reports)
+
+
+def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
+    """Prove each (case, environment) pair red and green before the first trial."""
+    from harness.env.preflight import preflight
+    from harness.sandbox.registry import get_backend
+
+    if not plan.envs.cases:
+        return
+    done = preflight(
+        plan.cases,
+        plan.envs,
+        sandbox=get_backend(plan.record.backend),
+        backend=plan.record.backend,
+        store_dir=project.store_dir,
+        images=plan.record.system.get("case_images", {}),
+        downgrade=frozenset(plan.record.downgrade),
+        on_case=lambda cid, env: obs.note(
+            f"preflight: validating {cid} in environment {env[7:19]}"
+        ),
+    )
+    if done:
+        obs.note(f"preflight: {len(done)} case(s) validated red and green")
 
 
 def _write_reports(

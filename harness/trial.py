@@ -28,13 +28,18 @@ from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
 from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
-from harness.errors import EvaluatorError, HarnessError, InfraError
+from harness.env.model import BuiltEnv
+from harness.env.plan import check_envs, phase_view
+from harness.errors import BudgetExceededError, EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
+from harness.gateway import Session, active_gateway
 from harness.project import AGENT_DIR, AgentSpec, Release
 from harness.records import (
     Arm,
     AttemptRecord,
+    CheckResult,
     FailureType,
+    ModelUsage,
     Outcome,
     PhaseRecord,
     RunRecord,
@@ -46,9 +51,17 @@ from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
-__all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception", "verify_tree"]
+__all__ = [
+    "TrialOutput",
+    "TrialSpec",
+    "run_trial",
+    "verdict_from_exception",
+    "verify_tree",
+    "verify_tree_phase",
+]
 
 _RESULT_LIMIT = 1 << 20
+_WITH_BASE_URL = 'OPENAI_BASE_URL="$HARNESS_ENDPOINT/v1" exec "$@"'
 _ARTIFACT_LIMIT = 32 << 20
 
 
@@ -72,9 +85,10 @@ class TrialSpec:
     """Case image (container backends): both phases start from it, its workspace seeded."""
     run_seed: int = 0
     """The run's recorded seed; the agent's ``HARNESS_SEED`` derives from it."""
-    endpoint: str | None = None
-    """Host unix socket of the one endpoint (the model gateway) relayed into the agent
-    phase only; ``None``: the agent reaches nothing."""
+    environment: BuiltEnv | None = None
+    """The case's built environment: first on PATH in the verifier and the agent's shell."""
+    agent_environment: BuiltEnv | None = None
+    """The release's agent environment: mounted in the agent phase only."""
 
 
 @dataclass
@@ -95,6 +109,14 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
     """
     if isinstance(exc, InfraError):
         return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"{exc.reason}: {exc}")
+    if isinstance(exc, BudgetExceededError):
+        detail = f"gateway: {exc}"
+        return Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.BUDGET_EXCEEDED,
+            reason=f"agent: {detail}",
+            checks=(CheckResult(name="agent.budget", ok=False, detail=detail),),
+        )
     if isinstance(exc, OSError):
         return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"host: {type(exc).__name__}: {exc}")
     if isinstance(exc, HarnessError):
@@ -147,6 +169,8 @@ class _Context:
     start_dir: Path
     start_manifest: dict[str, str]
     blobs: _Blobs
+    partial: dict[int, dict[str, object]] = field(default_factory=dict)
+    """Per attempt: what the agent phase recorded before an exception ended the attempt."""
 
 
 def _label(ctx: _Context, phase: str, attempt: int) -> str:
@@ -160,16 +184,66 @@ def _agent_phase(
     case = ctx.lc.case
     if ctx.spec.release.agent.adapter == "replay":
         if ctx.spec.replay_tarball is None:
-            raise EvaluatorError("replay: no recorded candidate for this trial")
+            raise EvaluatorError(
+                "replay: the recorded run has no candidate for this case and trial index"
+            )
         extract_tree(ctx.spec.replay_tarball, out)
         return None, None, None
     contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
+    session = _gateway_session(ctx, attempt)
+    if session is None:
+        return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
+    try:
+        # Time waiting on the upstream is not the agent's: the contract's timeout stays the
+        # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
+        rec = _run_agent(
+            ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
+        )
+    finally:
+        usage = session.close()
+        for data in session.blobs.values():
+            ctx.blobs.put(data)
+        ctx.partial.setdefault(attempt, {})["model"] = usage
+    if usage.fault is not None:
+        raise InfraError(usage.fault, reason="upstream")
+    if usage.budget is not None:
+        raise BudgetExceededError(usage.budget, kind="model_calls")
+    return rec
+
+
+def _gateway_session(ctx: _Context, attempt: int) -> Session | None:
+    """Open this agent phase's gateway session when the release calls a model."""
+    upstream = ctx.spec.release.upstream
+    if upstream is None:
+        return None
+    gateway = active_gateway()
+    if gateway is None:
+        raise InfraError(
+            "the release calls a model but no gateway serves this process "
+            "(trials with an upstream run in the coordinating process)",
+            reason="gateway",
+        )
+    k = ctx.spec.key
+    label = f"{k.arm.value}--{k.case_id}--v{k.case_version}--t{k.trial:03d}--a{attempt}"
+    return gateway.open_session(label, upstream, ctx.lc.case.limits)
+
+
+def _run_agent(
+    ctx: _Context,
+    attempt: int,
+    base: Path,
+    feedback: bytes | None,
+    out: Path,
+    contract: PhaseContract,
+    timeout: float,
+    session: Session | None,
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
     with ctx.sandbox.open(
         contract,
         label=_label(ctx, "agent", attempt),
         downgrade=ctx.spec.downgrade,
-        view=_agent_view(ctx),
+        view=_agent_view(ctx, session),
     ) as s:
         if ctx.spec.image is None:
             s.put_tree(base)
@@ -190,21 +264,36 @@ def _agent_phase(
         for name, data in inv.io_files.items():
             s.write_file(f"{s.paths.io}/{name}", data)
         assert inv.argv is not None
-        res = s.exec(inv.argv, env=inv.env, timeout=timeout)
+        argv, env = inv.argv, dict(inv.env)
+        if session is not None:
+            # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
+            argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
+            env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
+        res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         s.get_tree(out)
-        return _phase_record("agent", res, s, ctx.blobs), res, result_file
+        record = _phase_record("agent", res, s, ctx.blobs)
+        ctx.partial.setdefault(attempt, {})["agent"] = record
+        return record, res, result_file
 
 
-def _agent_view(ctx: _Context) -> SealedView | None:
-    """Build what the agent phase sees besides the minimal system: its declared files."""
+def _agent_view(ctx: _Context, session: Session | None) -> SealedView | None:
+    """Build what the agent phase sees besides the minimal system (files, model endpoint)."""
     staged = ctx.tmp / "agent-files"
     if not staged.exists():
         stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
-    mounts = (ViewMount(source=str(staged), target=AGENT_DIR),) if staged.exists() else ()
-    if not mounts and ctx.spec.endpoint is None:
-        return None
-    return SealedView(mounts=mounts, endpoint=ctx.spec.endpoint)
+    view = _view(ctx.spec, "agent") or SealedView()
+    mounts = view.mounts
+    if staged.exists():
+        mounts += (ViewMount(source=str(staged), target=AGENT_DIR),)
+    endpoint = session.socket_path if session is not None else None
+    view = view.model_copy(update={"mounts": mounts, "endpoint": endpoint})
+    return None if view == SealedView() else view
+
+
+def _view(spec: TrialSpec, phase: str) -> SealedView | None:
+    in_image = spec.image is not None and spec.backend == "docker"
+    return phase_view(spec.environment, spec.agent_environment, phase, in_image=in_image)
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
@@ -244,6 +333,7 @@ def _verifier_phase(
         _with_image(case.contract.verifier, ctx.spec.image),
         label=_label(ctx, "verifier", attempt),
         downgrade=ctx.spec.downgrade,
+        view=_view(ctx.spec, "verifier"),
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
@@ -272,12 +362,30 @@ def verify_tree(
     *,
     label: str,
     downgrade: frozenset[str] = frozenset(),
+    environment: BuiltEnv | None = None,
+    image: str | None = None,
 ) -> Verdict:
     """Run ``lc``'s verifier on ``tree`` in a fresh sandbox and judge it (no agent phase).
 
     Used by ``harness cases validate`` for the red/green proof; raises what the sandbox
     raises (callers map it with :func:`verdict_from_exception`).
     """
+    return verify_tree_phase(
+        lc, sandbox, tree, label=label, downgrade=downgrade, environment=environment, image=image
+    )[1]
+
+
+def verify_tree_phase(
+    lc: LoadedCase,
+    sandbox: Sandbox,
+    tree: Path,
+    *,
+    label: str,
+    downgrade: frozenset[str] = frozenset(),
+    environment: BuiltEnv | None = None,
+    image: str | None = None,
+) -> tuple[PhaseRecord, Verdict]:
+    """:func:`verify_tree`, also returning the verifier's phase record (its excerpt)."""
     spec = TrialSpec(
         key=TrialKey(
             arm=Arm.CANDIDATE, release=label, case_id=lc.id, case_version=lc.version, trial=0
@@ -289,10 +397,13 @@ def verify_tree(
         system_digest="",
         backend=getattr(sandbox, "name", ""),
         downgrade=downgrade,
+        environment=environment,
+        image=image,
     )
     with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
         ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
-        return _verifier_phase(ctx, 1, tree)[1]
+        record, verdict, _ = _verifier_phase(ctx, 1, tree)
+        return record, verdict
 
 
 def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[str, object] | None:
@@ -304,6 +415,7 @@ def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[s
         ctx.lc.case.contract.verifier,
         label=_label(ctx, "feedback", attempt),
         downgrade=ctx.spec.downgrade,
+        view=_view(ctx.spec, "verifier"),
     ) as s:
         s.put_tree(candidate_dir)
         res = s.exec(cmd, timeout=ctx.lc.case.contract.verifier.timeout_seconds)
@@ -377,8 +489,13 @@ def _one_attempt(
         "feedback_blob": ctx.blobs.put(feedback) if feedback is not None else None,
     }
     fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
+    usage = ctx.partial.get(n, {}).get("model")
+    fields["model"] = usage
     verdict = None
     if agent_res is not None:
+        if isinstance(usage, ModelUsage):
+            own = max(0.0, agent_res.duration_s - usage.upstream_wait_s)
+            agent_res = agent_res.model_copy(update={"duration_s": own})
         verdict = judge_agent_phase(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
         )
@@ -390,12 +507,16 @@ def _one_attempt(
 
 
 def _guarded(
-    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int
+    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int, ctx: _Context | None = None
 ) -> tuple[AttemptRecord, Path | None]:
+    if ctx is not None:
+        ctx.partial.pop(n, None)
     try:
         return fn()
     except Exception as exc:
-        return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc)), None
+        # Keep what the agent phase measured (its output, the model transcript) on the record.
+        kept = ctx.partial.get(n, {}) if ctx is not None else {}
+        return AttemptRecord(attempt=n, verdict=verdict_from_exception(exc), **kept), None
 
 
 def _signature(a: AttemptRecord) -> tuple[object, ...]:
@@ -441,6 +562,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     with tempfile.TemporaryDirectory(prefix=owned_prefix("trial")) as tmpname:
         tmp = Path(tmpname)
         try:
+            check_envs({"case": spec.environment, "agent": spec.agent_environment})
             lc = _load_planned_case(spec)
             start = tmp / "start"
             materialize(lc, start)
@@ -453,7 +575,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
             for n in range(1, retry.max_attempts + 1):
                 infra_retries = 0
                 while True:
-                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n)
+                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n, ctx)
                     if (
                         rec.verdict.outcome is not Outcome.INFRA_ERROR
                         or infra_retries >= retry.infra_retries
@@ -506,6 +628,10 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
         attempts=tuple(attempts),
         verdict=final,
         stop_reason=stop,
+        environment_digest=spec.environment.digest if spec.environment else None,
+        agent_environment_digest=(
+            spec.agent_environment.digest if spec.agent_environment else None
+        ),
         started_at=started,
         finished_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,

@@ -131,22 +131,3 @@ def test_agent_files_enter_the_agent_sandbox_as_a_read_only_view(tmp_path, make_
     pairs = zip(sandbox.opened, sandbox.views, strict=True)
     verifier_views = [v for label, v in pairs if "verifier" in label]
     assert verifier_views and all(v is None for v in verifier_views)
-
-
-def test_the_endpoint_reaches_the_agent_phase_only(make_case, make_spec):
-    spec = dataclasses.replace(make_spec(make_case()), endpoint="/run/gw.sock")
-
-    def handle(call: ExecCall) -> ExecResult:
-        if "--agent" in call.label:
-            (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
-            Path(call.env["HARNESS_RESULT"]).write_text('{"status": "submitted"}')
-            return exited(call.argv, 0)
-        return exited(call.argv, 1)
-
-    sandbox = FakeSandbox(handle)
-    run_trial(spec, sandbox)
-    views = dict(zip(sandbox.opened, sandbox.views, strict=True))
-    agent = [v for label, v in views.items() if "--agent" in label]
-    others = [v for label, v in views.items() if "--agent" not in label]
-    assert agent and all(v is not None and v.endpoint == "/run/gw.sock" for v in agent)
-    assert others and all(v is None or v.endpoint is None for v in others)

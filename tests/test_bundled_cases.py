@@ -258,13 +258,18 @@ def test_harness_yaml_releases_point_at_real_cases() -> None:
         "production-previous",
         "candidate",
         "candidate-single-attempt",
+        "mini-swe-agent",  # a real agent through the gateway (tests/e2e/test_mini_swe_agent.py)
     }
+    mini = project_file.releases["mini-swe-agent"]
+    assert mini.upstream is not None and mini.agent.environment is not None
     single = project_file.releases["candidate-single-attempt"]
     assert single.retry.max_attempts == 1
     assert single.agent == project_file.releases["candidate"].agent, "same agent, no retries"
     assert project_file.cases_dir == "cases" and project_file.task_set == "golden"
     skills = {}
     for name, release in project_file.releases.items():
+        if name == "mini-swe-agent":
+            continue
         sim = release.agent.simulated
         assert release.agent.adapter == "simulated" and sim is not None
         for key in (*sim.skill, *sim.abstain):
@@ -274,6 +279,6 @@ def test_harness_yaml_releases_point_at_real_cases() -> None:
     assert any(after[c] > before[c] for c in CASES), "candidate better somewhere"
     assert any(after[c] < before[c] for c in CASES), "candidate has a regression"
     project = load_project(ROOT)
-    for name in project_file.releases:
+    for name in set(project_file.releases) - {"mini-swe-agent"}:
         definition = project.system_definition(name, "sha256:" + "0" * 64, "0")
         assert definition["orchestration_digests"]

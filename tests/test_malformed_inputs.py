@@ -635,5 +635,5 @@ def test_docker_leaves_absolute_and_bare_programs_to_the_image(
     Set("backend", "docker")(root / HARNESS)
     load_project(root).check_agent_program("candidate")  # the image's business
     Set(A, {"command": ["{agent}/nope.sh"], "files": ["nope.sh"]})(root / HARNESS)
-    with pytest.raises(ConfigError, match="not a file in the project|does not exist"):
+    with pytest.raises(ConfigError, match=r"not a file in the project|does not exist"):
         load_project(root).check_agent_program("candidate")

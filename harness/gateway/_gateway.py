@@ -1,0 +1,395 @@
+"""The model gateway: one per run, in the coordinating process; one session per agent phase.
+
+A session listens on its own unix socket (the sealed view's one endpoint, relayed into the
+agent phase) and accepts only its own bearer token, issued when the phase starts and
+revoked when it ends. It checks each call (model name, budget), forwards it to the
+release's upstream with the real key (or serves it from a recorded run), meters the
+upstream's usage and keeps the transcript. Faults and overspending are noted in the
+session; the trial turns them into verdicts when the phase ends.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.cases.model import Limits
+from harness.digest import digest_bytes, digest_json
+from harness.errors import ConfigError, InfraError
+from harness.gateway._http import Call, Endpoint, Reply, refusal
+from harness.gateway._upstream import Answer, UpstreamClient, UpstreamFault, Usage, meter
+from harness.project import Upstream
+from harness.records import ModelCall, ModelUsage
+
+__all__ = [
+    "Gateway",
+    "RecordedCall",
+    "Session",
+    "active_gateway",
+    "check_keys",
+    "phase_error",
+    "request_key",
+]
+
+_ACTIVE: list[Gateway] = []
+_BUDGET = 403
+"""Status of a call refused for budget: not 429, which clients retry with backoff."""
+
+
+def active_gateway() -> Gateway | None:
+    """Return the gateway serving in this process (set by :meth:`Gateway.serving`), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+def check_keys(upstreams: Mapping[str, Upstream], env: Mapping[str, str] | None = None) -> None:
+    """Refuse to start when a release's key variable is unset (before the first trial).
+
+    Raises:
+        ConfigError: names the release and the variable.
+    """
+    env = os.environ if env is None else env
+    for release, up in sorted(upstreams.items()):
+        if not env.get(up.key_env):
+            raise ConfigError(
+                f"environment variable {up.key_env} (the upstream's API key) is not set",
+                file="harness.yaml",
+                field=f"releases.{release}.upstream.key_env",
+            )
+
+
+def request_key(body: bytes) -> str:
+    """Replay key of a request: the digest of its canonical JSON content."""
+    try:
+        return digest_json(json.loads(body))
+    except ValueError:
+        return digest_bytes(body)
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """A call of a recorded run, served again in model replay."""
+
+    request_key: str
+    response: bytes
+    status: int
+    stream: bool
+
+
+@dataclass
+class _Meter:
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wait_s: float = 0.0
+    answered: str | None = None
+    fault: str | None = None
+    budget: str | None = None
+    calls: list[ModelCall] = field(default_factory=list)
+
+
+class Session:
+    """The gateway of one agent phase: its socket, its token, its meter and transcript."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        label: str,
+        upstream: Upstream,
+        limits: Limits,
+        *,
+        replay: list[RecordedCall] | None,
+        replayed_from: str | None,
+        tcp: bool,
+    ) -> None:
+        self.label = label
+        self.upstream = upstream
+        self.limits = limits
+        self.token = "hgw-" + secrets.token_urlsafe(24)
+        self._gw = gateway
+        self._replay = replay
+        self._replayed_from = replayed_from
+        self._meter = _Meter()
+        self._lock = threading.Lock()
+        self.blobs: dict[str, bytes] = {}
+        self.socket_path = os.path.join(gateway.socket_dir, secrets.token_hex(6) + ".sock")
+        self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)]
+        self.url: str | None = None
+        """``http://127.0.0.1:<port>`` when opened with ``tcp=True`` (tests, benchmarks)."""
+        if tcp:
+            self._endpoints.append(Endpoint(self.handle, unix_path=None))
+            self.url = self._endpoints[-1].url
+
+    # -- the calls ------------------------------------------------------------------------
+    def handle(self, call: Call) -> Reply:
+        """Answer one call that passed the wire checks."""
+        if not hmac.compare_digest(call.token.encode(), self.token.encode()):
+            return refusal(401, self._gw.token_problem(call.token), "token")
+        try:
+            doc = json.loads(call.body)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict):
+            return self._refused(call, 400, "the body is not a JSON object", "format")
+        if doc.get("model") != self.upstream.model:
+            return self._refused(
+                call,
+                400,
+                f"model {doc.get('model')!r} refused: this trial may use {self.upstream.model}",
+                "model",
+            )
+        with self._lock:
+            problem = self._before_call()
+            if problem is not None:
+                status, message, code = problem
+                return self._refused(call, status, message, code, locked=True)
+            self._meter.turns += 1
+            turn = self._meter.turns
+        try:
+            answer = self._answer(call.body, doc, turn)
+        except UpstreamFault as fault:
+            with self._lock:
+                self._meter.fault = self._meter.fault or str(fault)
+            return self._refused(call, 502, f"upstream fault: {fault}", "upstream", turn=turn)
+        return self._metered(call, answer, turn)
+
+    def _before_call(self) -> tuple[int, str, str] | None:
+        m, lim = self._meter, self.limits
+        if m.fault is not None:
+            return 502, f"upstream fault earlier in this phase: {m.fault}", "upstream"
+        if m.budget is not None:
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
+        if lim.turns is not None and m.turns >= lim.turns:
+            m.budget = f"turn {m.turns + 1} refused: the limit is {lim.turns} turns"
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
+        used = m.input_tokens + m.output_tokens
+        if lim.tokens is not None and used >= lim.tokens:
+            m.budget = f"{used} tokens used: the limit is {lim.tokens}"
+            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
+        return None
+
+    def _answer(self, body: bytes, doc: dict[str, Any], turn: int) -> Answer:
+        if self._replay is None:
+            return self._gw.client(self.upstream).call(doc)
+        key = request_key(body)
+        if turn > len(self._replay) or self._replay[turn - 1].request_key != key:
+            raise UpstreamFault(
+                f"trajectory diverged at turn {turn}: the request differs from the recorded "
+                f"run's ({self._replayed_from})"
+            )
+        rec = self._replay[turn - 1]
+        return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
+
+    def _metered(self, call: Call, answer: Answer, turn: int) -> Reply:
+        usage = Usage(0, 0)
+        if answer.status < 300:
+            try:
+                answered, usage = meter(
+                    answer.body, stream=answer.stream, pinned=self.upstream.model
+                )
+            except UpstreamFault as fault:
+                with self._lock:
+                    self._meter.fault = self._meter.fault or str(fault)
+                    self._meter.wait_s += answer.wait_s
+                self._record(call, turn, 502, answer, usage, "upstream")
+                return refusal(502, f"upstream fault: {fault}", "upstream")
+            with self._lock:
+                self._meter.answered = answered
+        with self._lock:
+            m = self._meter
+            m.input_tokens += usage.input_tokens
+            m.output_tokens += usage.output_tokens
+            m.wait_s += answer.wait_s
+            used = m.input_tokens + m.output_tokens
+            over = self.limits.tokens is not None and used > self.limits.tokens
+            if over:
+                m.budget = m.budget or f"{used} tokens used: the limit is {self.limits.tokens}"
+        if over:
+            self._record(call, turn, _BUDGET, answer, usage, "budget")
+            return refusal(_BUDGET, f"budget exceeded: {self._meter.budget}", "budget")
+        self._record(call, turn, answer.status, answer, usage, None)
+        ctype = "text/event-stream" if answer.stream else "application/json"
+        return Reply(status=answer.status, body=answer.body, content_type=ctype)
+
+    def _put(self, data: bytes) -> str:
+        d = digest_bytes(data)
+        self.blobs[d] = data
+        return d
+
+    def _record(
+        self,
+        call: Call,
+        turn: int,
+        status: int,
+        answer: Answer | None,
+        usage: Usage,
+        refused: str | None,
+    ) -> None:
+        rec = ModelCall(
+            turn=turn,
+            request_blob=self._put(call.body),
+            response_blob=self._put(answer.body) if answer is not None else None,
+            status=status,
+            stream=answer.stream if answer is not None else False,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            upstream_wait_s=round(answer.wait_s, 6) if answer is not None else 0.0,
+            refused=refused,
+        )
+        with self._lock:
+            self._meter.calls.append(rec)
+
+    def _refused(
+        self,
+        call: Call,
+        status: int,
+        message: str,
+        code: str,
+        *,
+        turn: int = 0,
+        locked: bool = False,
+    ) -> Reply:
+        rec = ModelCall(turn=turn, request_blob=self._put(call.body), status=status, refused=code)
+        if locked:
+            self._meter.calls.append(rec)
+        else:
+            with self._lock:
+                self._meter.calls.append(rec)
+        return refusal(status, message, code)
+
+    # -- the end of the phase ---------------------------------------------------------------
+    def usage(self) -> ModelUsage:
+        """Return what was measured so far (the record of the phase once it is closed)."""
+        price = self.upstream.price
+        with self._lock:
+            m = self._meter
+            cost = (
+                m.input_tokens * price.input_per_mtok + m.output_tokens * price.output_per_mtok
+            ) / 1e6
+            return ModelUsage(
+                upstream=self.upstream.base_url,
+                model=self.upstream.model,
+                answered_model=m.answered,
+                turns=m.turns,
+                input_tokens=m.input_tokens,
+                output_tokens=m.output_tokens,
+                cost=round(cost, 9),
+                upstream_wait_s=round(m.wait_s, 6),
+                calls=tuple(sorted(m.calls, key=lambda c: (c.turn == 0, c.turn))),
+                fault=m.fault,
+                budget=m.budget,
+                replayed_from=self._replayed_from,
+            )
+
+    def close(self) -> ModelUsage:
+        """Revoke the token, stop listening, and return the phase's measurements."""
+        self._gw.revoke(self)
+        for ep in self._endpoints:
+            ep.close()
+        return self.usage()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Gateway:
+    """The run's model gateway: upstream clients (shared limits), sessions, tokens."""
+
+    def __init__(self, *, keys: Mapping[str, str] | None = None, replay_only: bool = False) -> None:
+        self.replay_only = replay_only
+        """Model replay: every session is served from recorded calls, never the upstream."""
+        self._keys = keys  # None: read the host environment when a client is first needed
+        self.socket_dir = tempfile.mkdtemp(prefix="hgw-")
+        os.chmod(self.socket_dir, 0o700)
+        self._clients: dict[str, UpstreamClient] = {}
+        self._live: dict[str, str] = {}
+        self._revoked: set[str] = set()
+        self._lock = threading.Lock()
+        self._replays: dict[str, tuple[str, list[RecordedCall]]] = {}
+
+    def client(self, upstream: Upstream) -> UpstreamClient:
+        """Return the one client (and so the one concurrency/rate limit) of ``upstream``."""
+        ident = digest_json(upstream.model_dump(mode="json"))
+        with self._lock:
+            client = self._clients.get(ident)
+            if client is None:
+                key = (os.environ if self._keys is None else self._keys).get(upstream.key_env)
+                if not key:
+                    raise UpstreamFault(f"environment variable {upstream.key_env} is not set")
+                client = self._clients[ident] = UpstreamClient(upstream, key)
+            return client
+
+    def add_replay(self, label: str, calls: list[RecordedCall], source: str) -> None:
+        """Serve the session labelled ``label`` from ``calls`` instead of the upstream."""
+        with self._lock:
+            self._replays[label] = (source, calls)
+
+    def open_session(
+        self, label: str, upstream: Upstream, limits: Limits, *, tcp: bool = False
+    ) -> Session:
+        """Open the gateway of one agent phase: a fresh socket and token."""
+        with self._lock:
+            replay = self._replays.get(label)
+        if replay is None and self.replay_only:
+            replay = ("no recorded calls for this trial", [])
+        session = Session(
+            self,
+            label,
+            upstream,
+            limits,
+            replay=replay[1] if replay is not None else None,
+            replayed_from=replay[0] if replay is not None else None,
+            tcp=tcp,
+        )
+        with self._lock:
+            self._live[session.token] = label
+        return session
+
+    def revoke(self, session: Session) -> None:
+        """End ``session``'s token: later calls with it are refused everywhere."""
+        with self._lock:
+            self._live.pop(session.token, None)
+            self._revoked.add(session.token)
+
+    def token_problem(self, token: str) -> str:
+        """Why ``token`` is refused by a session it does not belong to."""
+        with self._lock:
+            if token in self._revoked:
+                return "token refused: its agent phase has ended"
+            if token in self._live:
+                return "token refused: it belongs to another trial"
+        return "missing or unknown bearer token"
+
+    def close(self) -> None:
+        """Close upstream connections and remove the socket folder."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    @contextmanager
+    def serving(self) -> Iterator[Gateway]:
+        """Make this the process's active gateway (what trials open sessions on)."""
+        _ACTIVE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.remove(self)
+            self.close()
+
+
+def phase_error(usage: ModelUsage) -> InfraError | None:
+    """Return the infrastructure error of a phase whose upstream failed, if it did."""
+    return InfraError(usage.fault, reason="upstream") if usage.fault else None

@@ -1,0 +1,219 @@
+"""The upstream side of the gateway: forward one call, bounded, retried, metered.
+
+Faults of the provider are never the agent's: a refused connection, a 5xx or a 429 after
+the bounded retries, a response slower than the release's bound, a response that is not
+the wire format, a stream cut short, a missing ``usage``, or another model than the pinned
+one all raise :class:`UpstreamFault` (an ``InfraError``). Retries and backoff are urllib3's
+``Retry``; the shared concurrency and rate limit live here, one per upstream.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from urllib3.exceptions import HTTPError as Urllib3Error
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError
+
+from harness.errors import InfraError
+from harness.project import Upstream
+
+__all__ = ["Answer", "UpstreamClient", "UpstreamFault", "Usage", "meter"]
+
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_AGENT_STATUS = frozenset({400, 413, 422})
+"""Upstream refusals of the agent's own request (passed back to it, not infrastructure)."""
+
+
+class UpstreamFault(InfraError):
+    """The upstream failed (connection, status, time bound, format, usage, model)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="upstream")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens the upstream says it served for one call."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One upstream response, read whole."""
+
+    status: int
+    body: bytes
+    stream: bool
+    wait_s: float
+    """Seconds from queueing the call to the last byte, retries and backoff included."""
+
+
+def _usage(doc: Any) -> Usage | None:
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    pt, ct = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(pt, int) and isinstance(ct, int) and _count(pt) and _count(ct):
+        return Usage(input_tokens=pt, output_tokens=ct)
+    return None
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _events(body: bytes) -> tuple[list[Any], bool]:
+    """Return the JSON payloads of an SSE body and whether the ``[DONE]`` event closed it."""
+    events: list[Any] = []
+    done = False
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            continue
+        events.append(json.loads(data))
+    return events, done
+
+
+def meter(body: bytes, *, stream: bool, pinned: str) -> tuple[str, Usage]:
+    """Return the model id and usage of a successful completion (plain JSON or an SSE stream).
+
+    Raises:
+        UpstreamFault: not the wire format, a stream cut short, no usage, another model.
+    """
+    try:
+        if stream:
+            events, done = _events(body)
+            if not done:
+                raise UpstreamFault("upstream stream cut short (no [DONE] event)")
+        else:
+            events = [json.loads(body)]
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UpstreamFault(f"upstream answered something other than JSON: {exc}") from None
+    models = {e.get("model") for e in events if isinstance(e, dict) and e.get("model")}
+    usages = [u for u in map(_usage, events) if u is not None]
+    if not usages:
+        raise UpstreamFault("upstream response carries no usage: tokens cannot be metered")
+    if models != {pinned}:
+        answered = ", ".join(sorted(map(str, models))) or "no model id"
+        raise UpstreamFault(f"upstream answered with {answered}, not the pinned model {pinned}")
+    return pinned, usages[-1]
+
+
+def _fault(exc: Urllib3Error, bound: float) -> UpstreamFault:
+    """Translate a urllib3 failure (the one foreign exception boundary of the gateway)."""
+    cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
+    if isinstance(cause, ReadTimeoutError | TimeoutError):
+        return UpstreamFault(f"upstream slower than the {bound:g}s bound")
+    return UpstreamFault(f"upstream unreachable: {type(cause).__name__}: {cause}")
+
+
+class _Rate:
+    """At most ``per_minute`` call starts per minute, evenly spaced (shared by all trials)."""
+
+    def __init__(self, per_minute: float | None) -> None:
+        self._interval = 60.0 / per_minute if per_minute else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        if not self._interval:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self._interval
+        time.sleep(max(0.0, start - now))
+
+
+class UpstreamClient:
+    """Calls one upstream with its key, under its shared concurrency and rate limit."""
+
+    def __init__(self, spec: Upstream, key: str) -> None:
+        self.spec = spec
+        self._key = key
+        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        retries = urllib3.Retry(
+            total=spec.retries,
+            connect=spec.retries,
+            read=0,  # the call may have reached the model: never resend it after a read error
+            other=0,
+            status=spec.retries,
+            redirect=0,
+            status_forcelist=_RETRY_STATUS,
+            allowed_methods=None,  # POST included: a 429/5xx/refused call was not served
+            backoff_factor=0.5,
+            backoff_max=8.0,
+            respect_retry_after_header=False,  # keep the retry time bounded by our numbers
+            raise_on_status=False,
+        )
+        self._pool = urllib3.PoolManager(
+            num_pools=2, maxsize=spec.concurrency, block=False, retries=retries
+        )
+        self._slots = threading.BoundedSemaphore(spec.concurrency)
+        self._rate = _Rate(spec.requests_per_minute)
+
+    def call(self, doc: dict[str, Any]) -> Answer:
+        """Forward one chat-completions request; return the whole response.
+
+        Raises:
+            UpstreamFault: refused connection, 5xx/429 after retries, slower than the bound,
+                or an authentication/not-found status (the release's key or URL is wrong).
+        """
+        stream = doc.get("stream") is True
+        if stream:
+            # Usage of a stream arrives only in a final chunk, and only when asked for.
+            opts = doc.get("stream_options")
+            doc = dict(doc, stream_options={**(opts if isinstance(opts, dict) else {})})
+            doc["stream_options"]["include_usage"] = True
+        body = json.dumps(doc).encode()
+        bound = self.spec.response_seconds
+        t0 = time.monotonic()
+        with self._slots:
+            self._rate.wait()
+            status, data = self._send(body, bound, t0)
+        wait = time.monotonic() - t0
+        if status in _RETRY_STATUS:
+            raise UpstreamFault(f"upstream answered {status} after {self.spec.retries} retries")
+        if status >= 300 and status not in _AGENT_STATUS:
+            raise UpstreamFault(f"upstream answered {status}: {data[:200]!r}")
+        return Answer(status=status, body=data, stream=stream and status < 300, wait_s=wait)
+
+    def _send(self, body: bytes, bound: float, t0: float) -> tuple[int, bytes]:
+        headers = {
+            "Authorization": f"Bearer {self._key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        timeout = urllib3.Timeout(connect=min(10.0, bound), read=bound)
+        try:
+            resp = self._pool.request(
+                "POST", self._url, body=body, headers=headers, timeout=timeout,
+                preload_content=False,
+            )  # fmt: skip
+            chunks: list[bytes] = []
+            for chunk in resp.stream(1 << 16):
+                chunks.append(chunk)
+                if time.monotonic() - t0 > bound:
+                    resp.close()
+                    raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
+            resp.release_conn()
+        except Urllib3Error as exc:
+            raise _fault(exc, bound) from None
+        if time.monotonic() - t0 > bound:
+            raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
+        return resp.status, b"".join(chunks)
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._pool.clear()

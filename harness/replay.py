@@ -1,0 +1,109 @@
+"""Replay, both levels, from a recorded run in the store.
+
+* **Candidate replay** (the ``replay`` adapter): each trial re-verifies the candidate an
+  earlier run recorded for the same case and trial index, under today's verifier and
+  environment; :func:`verdict_flips` lists the trials whose verdict changed.
+* **Model replay** (``harness run --model-replay RUN``): the agent runs again, but the
+  gateway serves the recorded run's responses in order, keyed by request content, with the
+  upstream stopped; a request that differs from the recorded one is ``infra_error``
+  ("trajectory diverged"). A trial re-executed this way is not a fresh sample of the model:
+  it measures evaluator and environment drift at no model cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import ConfigError
+from harness.gateway import RecordedCall, request_key
+from harness.records import Arm, Outcome, RunRecord
+from harness.store import Store
+
+__all__ = ["VerdictFlip", "recorded_calls", "recorded_candidates", "verdict_flips"]
+
+
+class VerdictFlip(BaseModel):
+    """One re-verified trial whose verdict differs from the recorded one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    case_id: str
+    trial: int
+    recorded: Outcome
+    """The verdict the recorded run gave this candidate."""
+    now: Outcome
+    """The verdict of today's verifier and environment."""
+    reason: str = ""
+
+
+def _source_trials(store: Store, run_id: str) -> list[RunRecord]:
+    trials = [t for t in store.trials(run_id) if t.key.arm is Arm.CANDIDATE]
+    if not trials:
+        raise ConfigError(f"run {run_id} has no recorded candidate trials to replay")
+    return trials
+
+
+def recorded_candidates(store: Store, run_id: str) -> dict[tuple[str, int], bytes]:
+    """(case id, trial index) → the candidate tarball of that trial's last attempt.
+
+    Raises:
+        ConfigError: the run has no candidate trials.
+        StoreError: a recorded blob is missing or corrupt.
+    """
+    out: dict[tuple[str, int], bytes] = {}
+    for t in _source_trials(store, run_id):
+        blob = t.attempts[-1].candidate_blob
+        if blob is not None:
+            out[(t.key.case_id, t.key.trial)] = store.get_blob(blob)
+    return out
+
+
+def recorded_calls(store: Store, run_id: str) -> dict[str, list[RecordedCall]]:
+    """Gateway label of each recorded agent phase → its forwarded calls, in order.
+
+    Raises:
+        StoreError: a recorded blob is missing or corrupt.
+    """
+    out: dict[str, list[RecordedCall]] = {}
+    for t in store.trials(run_id):
+        k = t.key
+        for a in t.attempts:
+            if a.model is None:
+                continue
+            label = f"{k.arm.value}--{k.case_id}--v{k.case_version}--t{k.trial:03d}--a{a.attempt}"
+            calls = sorted(
+                (c for c in a.model.calls if c.turn > 0 and c.response_blob), key=lambda c: c.turn
+            )
+            out[label] = [
+                RecordedCall(
+                    request_key=request_key(store.get_blob(c.request_blob)),
+                    response=store.get_blob(c.response_blob or ""),
+                    status=c.status,
+                    stream=c.stream,
+                )
+                for c in calls
+            ]
+    return out
+
+
+def verdict_flips(store: Store, run_id: str, source_run: str) -> list[VerdictFlip]:
+    """Trials of replay run ``run_id`` whose verdict differs from ``source_run``'s."""
+    recorded: Mapping[tuple[str, int], RunRecord] = {
+        (t.key.case_id, t.key.trial): t for t in _source_trials(store, source_run)
+    }
+    flips = []
+    for t in store.trials(run_id):
+        before = recorded.get((t.key.case_id, t.key.trial))
+        if before is not None and before.outcome is not t.outcome:
+            flips.append(
+                VerdictFlip(
+                    case_id=t.key.case_id,
+                    trial=t.key.trial,
+                    recorded=before.outcome,
+                    now=t.outcome,
+                    reason=t.verdict.reason,
+                )
+            )
+    return sorted(flips, key=lambda f: (f.case_id, f.trial))

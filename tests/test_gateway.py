@@ -1,0 +1,330 @@
+"""The model gateway against a real scripted upstream on loopback (no mocks).
+
+Calls go over the session's unix socket (what the sandbox relay forwards to) or its
+loopback TCP listener; the upstream is a real HTTP server (tests/scripted_upstream.py).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scripted_upstream import MODEL, Script, ScriptedUpstream
+
+from harness.cases.model import Limits
+from harness.errors import ConfigError
+from harness.gateway import Gateway, RecordedCall, Session, check_keys, request_key
+from harness.project import Price, Upstream
+
+KEY = "sk-real-key-0123456789-never-in-the-sandbox"
+
+
+def upstream_spec(up: ScriptedUpstream, **kw: Any) -> Upstream:
+    fields: dict[str, Any] = {
+        "base_url": up.base_url,
+        "model": MODEL,
+        "key_env": "SCRIPTED_KEY",
+        "price": Price(input_per_mtok=2.0, output_per_mtok=8.0),
+        "response_seconds": 20,
+        "retries": 1,
+    }
+    fields.update(kw)
+    return Upstream(**fields)
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream(Script(["ls", "echo fixed > out.txt"])) as up:
+        yield up
+
+
+@pytest.fixture
+def gateway() -> Iterator[Gateway]:
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
+    with gw.serving():
+        yield gw
+
+
+def _raw(path: str, data: bytes) -> tuple[int, dict[str, Any]]:
+    """Send raw bytes to a unix socket; return the status and the JSON body."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(20)
+        s.connect(path)
+        s.sendall(data)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body) if body else {}
+
+
+def _request(
+    path: str,
+    token: str,
+    body: dict[str, Any],
+    *,
+    target: str = "/v1/chat/completions",
+    host: str = "127.0.0.1:4000",
+    method: str = "POST",
+) -> tuple[int, dict[str, Any]]:
+    data = json.dumps(body).encode()
+    head = (
+        f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return _raw(path, head.encode() + data)
+
+
+def _chat(stream: bool = False, history: int = 0, model: str = MODEL) -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "fix it"}]
+    for i in range(history):
+        msgs += [{"role": "assistant", "content": f"s{i}"}, {"role": "user", "content": "ok"}]
+    doc: dict[str, Any] = {"model": model, "messages": msgs}
+    if stream:
+        doc["stream"] = True
+    return doc
+
+
+def _session(gw: Gateway, up: ScriptedUpstream, limits: Limits | None = None, **kw: Any) -> Session:
+    return gw.open_session("t1", upstream_spec(up, **kw), limits or Limits(), tcp=True)
+
+
+def test_plain_call_is_forwarded_with_the_real_key_and_metered(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    with _session(gateway, scripted) as s:
+        status, doc = _request(s.socket_path, s.token, _chat())
+        assert status == 200
+        call = doc["choices"][0]["message"]["tool_calls"][0]
+        assert call["function"]["name"] == "bash"
+        assert json.loads(call["function"]["arguments"]) == {"command": "ls"}
+    usage = s.usage()
+    served = scripted.served[0]
+    assert served.authorization == f"Bearer {KEY}"
+    assert (usage.turns, usage.input_tokens, usage.output_tokens) == (
+        1,
+        served.input_tokens,
+        served.output_tokens,
+    )
+    assert usage.cost == pytest.approx((served.input_tokens * 2 + served.output_tokens * 8) / 1e6)
+    assert usage.answered_model == MODEL and usage.fault is None and usage.budget is None
+    assert usage.upstream_wait_s > 0
+    (rec,) = usage.calls
+    assert json.loads(s.blobs[rec.request_blob]) == _chat()
+    assert json.loads(s.blobs[rec.response_blob or ""]) == doc
+    assert all(KEY.encode() not in b for b in s.blobs.values())
+
+
+def test_streamed_call_is_recorded_and_metered_like_a_plain_one(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    with _session(gateway, scripted) as s:
+        conn = http.client.HTTPConnection(s.url.removeprefix("http://"), timeout=20)
+        conn.request(
+            "POST",
+            "/v1/chat/completions",
+            json.dumps(_chat(stream=True)),
+            {"Authorization": f"Bearer {s.token}", "Content-Type": "application/json"},
+        )
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+    assert body.rstrip().endswith(b"data: [DONE]")
+    # The gateway asked the upstream for the final usage chunk the agent did not ask for.
+    assert scripted.requests[0]["stream_options"] == {"include_usage": True}
+    usage = s.usage()
+    served = scripted.served[0]
+    assert (usage.input_tokens, usage.output_tokens) == (served.input_tokens, served.output_tokens)
+    assert usage.calls[0].stream and s.blobs[usage.calls[0].response_blob or ""] == body
+
+
+def test_turn_budget_refuses_the_call_over_it(gateway: Gateway, scripted: ScriptedUpstream) -> None:
+    with _session(gateway, scripted, Limits(turns=2)) as s:
+        assert _request(s.socket_path, s.token, _chat())[0] == 200
+        assert _request(s.socket_path, s.token, _chat(history=1))[0] == 200
+        status, doc = _request(s.socket_path, s.token, _chat(history=2))
+    assert status == 403 and doc["error"]["code"] == "budget"
+    assert len(scripted.served) == 2
+    usage = s.usage()
+    assert usage.turns == 2 and usage.budget and "limit is 2 turns" in usage.budget
+
+
+def test_token_budget_from_upstream_usage_withholds_the_response(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    with _session(gateway, scripted, Limits(tokens=10)) as s:
+        status, doc = _request(s.socket_path, s.token, _chat())
+    assert status == 403 and doc["error"]["code"] == "budget"
+    usage = s.usage()
+    assert usage.budget and usage.input_tokens + usage.output_tokens > 10
+
+
+@pytest.mark.parametrize(
+    ("fault", "expect"),
+    [
+        ("500", "answered 500 after 1 retries"),
+        ("429", "answered 429 after 1 retries"),
+        ("no_usage", "no usage"),
+        ("other_model", "another-model, not the pinned model"),
+        ("slow", "slower than the 1s bound"),
+    ],
+)
+def test_upstream_faults_are_infrastructure(
+    gateway: Gateway, scripted: ScriptedUpstream, fault: str, expect: str
+) -> None:
+    scripted.script.fault = fault
+    with _session(gateway, scripted, response_seconds=1) as s:
+        status, doc = _request(s.socket_path, s.token, _chat())
+        assert status == 502 and doc["error"]["code"] == "upstream"
+        # Everything after a fault is refused without reaching the upstream.
+        before = len(scripted.served)
+        assert _request(s.socket_path, s.token, _chat())[0] == 502
+        assert len(scripted.served) == before
+    usage = s.usage()
+    assert usage.fault is not None and expect in usage.fault
+    if fault in ("500", "429"):
+        assert len(scripted.served) == 2  # one call plus one bounded retry
+
+
+def test_stream_cut_short_is_infrastructure(gateway: Gateway, scripted: ScriptedUpstream) -> None:
+    scripted.script.fault = "cut"
+    with _session(gateway, scripted) as s:
+        assert _request(s.socket_path, s.token, _chat(stream=True))[0] == 502
+    assert "cut short" in (s.usage().fault or "")
+
+
+def test_refused_connection_is_infrastructure(gateway: Gateway) -> None:
+    up = ScriptedUpstream(Script([]))
+    up.server_close()  # the port is now closed: connections are refused
+    with _session(gateway, up) as s:
+        assert _request(s.socket_path, s.token, _chat())[0] == 502
+    assert "unreachable" in (s.usage().fault or "")
+
+
+REFUSALS = [
+    ("another path", {"target": "/v1/embeddings"}, 404, "path"),
+    ("another host", {"host": "api.openai.com"}, 403, "host"),
+    ("absolute URI", {"target": "http://api.openai.com/v1/chat/completions"}, 400, "absolute_uri"),
+    ("CONNECT", {"method": "CONNECT", "target": "/"}, 405, "connect"),
+    ("GET", {"method": "GET"}, 405, "method"),
+]
+
+
+@pytest.mark.parametrize(("name", "kw", "status", "code"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_wire_refusals(
+    gateway: Gateway,
+    scripted: ScriptedUpstream,
+    name: str,
+    kw: dict[str, str],
+    status: int,
+    code: str,
+) -> None:
+    with _session(gateway, scripted) as s:
+        got, doc = _request(s.socket_path, s.token, _chat(), **kw)
+    assert (got, doc["error"]["code"]) == (status, code), name
+    assert scripted.served == []
+
+
+def test_connect_request_line_is_refused(gateway: Gateway, scripted: ScriptedUpstream) -> None:
+    with _session(gateway, scripted) as s:
+        status, doc = _raw(
+            s.socket_path, b"CONNECT api.openai.com:443 HTTP/1.1\r\nHost: api.openai.com\r\n\r\n"
+        )
+    assert (status, doc["error"]["code"]) == (405, "connect") and scripted.served == []
+
+
+def test_another_model_name_is_refused(gateway: Gateway, scripted: ScriptedUpstream) -> None:
+    with _session(gateway, scripted) as s:
+        status, doc = _request(s.socket_path, s.token, _chat(model="gpt-4o"))
+    assert (status, doc["error"]["code"]) == (400, "model") and scripted.served == []
+    assert s.usage().calls[0].refused == "model"
+
+
+def test_tokens_are_per_trial_and_die_with_the_phase(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    spec = upstream_spec(scripted)
+    a = gateway.open_session("a", spec, Limits())
+    b = gateway.open_session("b", spec, Limits())
+    status, doc = _request(b.socket_path, a.token, _chat())
+    assert status == 401 and "another trial" in doc["error"]["message"]
+    status, doc = _request(b.socket_path, "hgw-made-up", _chat())
+    assert status == 401 and "unknown" in doc["error"]["message"]
+    a.close()
+    status, doc = _request(b.socket_path, a.token, _chat())
+    assert status == 401 and "phase has ended" in doc["error"]["message"]
+    b.close()
+    assert scripted.served == []
+    with pytest.raises(OSError):  # the ended phase's socket is gone
+        _request(a.socket_path, a.token, _chat())
+
+
+def test_one_concurrency_limit_per_upstream_shared_by_sessions(gateway: Gateway) -> None:
+    script = Script(["ls"], fault="slow", slow_seconds=0.5)
+    with ScriptedUpstream(script) as up:
+        spec = upstream_spec(up, concurrency=1)
+        sessions = [gateway.open_session(f"t{i}", spec, Limits()) for i in range(3)]
+        statuses: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda s=s: statuses.append(_request(s.socket_path, s.token, _chat())[0])
+            )
+            for s in sessions
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        usages = [s.close() for s in sessions]
+    assert statuses == [200, 200, 200]
+    assert up.max_inflight == 1
+    # Queueing behind the shared limit is upstream wait, recorded per phase.
+    assert max(u.upstream_wait_s for u in usages) >= 1.0
+
+
+def test_missing_key_variable_is_a_config_error(scripted: ScriptedUpstream) -> None:
+    with pytest.raises(ConfigError, match=r"releases.cand.upstream.key_env.*SCRIPTED_KEY"):
+        check_keys({"cand": upstream_spec(scripted)}, env={})
+    check_keys({"cand": upstream_spec(scripted)}, env={"SCRIPTED_KEY": "x"})
+
+
+def test_model_replay_serves_recorded_responses_and_detects_divergence(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    with _session(gateway, scripted) as s:
+        first = [_request(s.socket_path, s.token, _chat(history=i)) for i in range(2)]
+    usage = s.usage()
+    recorded = [
+        RecordedCall(
+            request_key=request_key(s.blobs[c.request_blob]),
+            response=s.blobs[c.response_blob or ""],
+            status=c.status,
+            stream=c.stream,
+        )
+        for c in usage.calls
+    ]
+    scripted.stop()  # the upstream is gone: replay must not need it
+    gateway.add_replay("again", recorded, "run-1")
+    spec = upstream_spec(scripted)
+    with gateway.open_session("again", spec, Limits()) as r:
+        again = [_request(r.socket_path, r.token, _chat(history=i)) for i in range(2)]
+    assert again == first
+    assert r.usage().replayed_from == "run-1" and r.usage().fault is None
+    assert r.usage().input_tokens == usage.input_tokens
+    gateway.add_replay("diverge", recorded, "run-1")
+    with gateway.open_session("diverge", spec, Limits()) as d:
+        changed = _chat()
+        changed["messages"][0]["content"] = "fix it differently"
+        assert _request(d.socket_path, d.token, changed)[0] == 502
+    assert "trajectory diverged at turn 1" in (d.usage().fault or "")
