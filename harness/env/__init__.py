@@ -1,0 +1,16 @@
+"""Declared, built and pinned trial environments (see ``docs/environments.md``)."""
+
+from harness.env.build import build_env, cache_root, find_interpreter
+from harness.env.lock import read_lock
+from harness.env.model import BuiltEnv, EnvIdentity, EnvSource, Environment
+
+__all__ = [
+    "BuiltEnv",
+    "EnvIdentity",
+    "EnvSource",
+    "Environment",
+    "build_env",
+    "cache_root",
+    "find_interpreter",
+    "read_lock",
+]
