@@ -209,6 +209,11 @@ class _RunView:
     def swept(self, removed: int) -> None:
         err.print(f"swept {removed} leftover sandbox(es) of killed runs", highlight=False)
 
+    def preflight(self, case_id: str, env_digest: str) -> None:
+        err.print(
+            f"preflight: validating {case_id} in environment {env_digest[7:19]}", highlight=False
+        )
+
     def started(self, plan: Any, run_id: str, done_before: int) -> None:
         err.print(
             f"run [bold]{run_id}[/] · release {self._release} · system "
@@ -524,14 +529,14 @@ def cases_validate(
 ) -> None:
     """Prove each verifier fails on the starting state and passes on the reference."""
     from harness.cases.load import load_cases
-    from harness.cases.validate import validate_cases
+    from harness.env.preflight import validate_in_envs
     from harness.project import load_project
     from harness.sandbox.registry import get_backend
 
     project = load_project(project_dir)
     loaded = load_cases(project.cases_dir, only or None)
-    results = validate_cases(
-        loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
+    results = validate_in_envs(
+        project, loaded, get_backend(backend or project.file.backend), frozenset(downgrade)
     )
     broken = 0
     for r in results:
@@ -591,6 +596,38 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
     for cid, image_id in sorted(built.items()):
         out.print(f"{cid}: {image_id}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ env
+
+
+@main.group("env")
+def env_group() -> None:
+    """Declared Python environments of cases and agents (see docs/environments.md)."""
+
+
+@env_group.command("lock")
+@project_option
+@_handle_errors
+def env_lock(project_dir: Path) -> None:
+    """Write each declared environment's lock (pins + hashes) from its requirements."""
+    from harness.env.cli import lock_all
+    from harness.project import load_project
+
+    for line in lock_all(load_project(project_dir)):
+        out.print(line, highlight=False)
+
+
+@env_group.command("build")
+@project_option
+@_handle_errors
+def env_build(project_dir: Path) -> None:
+    """Build (or reuse from the cache) every declared environment; print their digests."""
+    from harness.env.cli import build_all
+    from harness.project import load_project
+
+    for line in build_all(load_project(project_dir)):
+        out.print(line, highlight=False)
 
 
 # ------------------------------------------------------------------------------ sandbox

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
+from harness.env.model import Environment
 from harness.errors import ConfigError
 from harness.names import Name
 from harness.sandbox.base import SYSTEM_PATH
@@ -105,6 +106,10 @@ class AgentSpec(_Frozen):
     simulated: SimulatedSettings | None = None
     replay_run: Name | None = None
     """For ``replay``: the run whose recorded candidates are re-applied."""
+    environment: Environment | None = None
+    """The agent's own Python environment (paths relative to the project): mounted only in
+    the agent phase at ``/opt/harness/agent-env``, never on ``PATH``; call it by absolute
+    path (``/opt/harness/agent-env/bin/python``)."""
 
     @field_validator("command")
     @classmethod
@@ -189,6 +194,9 @@ class ProjectFile(_Frozen):
     policy: ProjectPath | None = None
     """Promotion policy file, relative to the project."""
     backend: Literal["local", "docker"] = "local"
+    environment: Environment | None = None
+    """Task-set default environment of cases that declare none (paths relative to the
+    project)."""
     releases: dict[Name, Release] = Field(min_length=1)
     """Release name → release; names are safe slugs (they name run folders and reports)."""
 
@@ -283,7 +291,9 @@ class Project(BaseModel):
         definition: dict[str, Any] = {
             "release": name,
             "agent_code": agent_code_digests(release),
-            "agent": release.agent.model_dump(mode="json"),
+            "agent": release.agent.model_dump(
+                mode="json", exclude={"environment"} if release.agent.environment is None else None
+            ),
             "components": release.components.model_dump(mode="json"),
             "orchestration_digests": hashed,
             "retry": release.retry.model_dump(mode="json"),

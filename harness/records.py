@@ -181,6 +181,10 @@ class RunRecord(_Frozen):
     """The trial's verdict: the last attempt's."""
     stop_reason: str = "single_attempt"
     """Why the correction loop stopped (``passed``, ``attempt_limit``, …)."""
+    environment_digest: str | None = None
+    """Digest of the case environment the verifier (and the agent's shell) ran in."""
+    agent_environment_digest: str | None = None
+    """Digest of the release's agent environment, when it declares one."""
     started_at: dt.datetime
     finished_at: dt.datetime
     harness_version: str

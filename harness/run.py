@@ -16,7 +16,7 @@ import datetime as dt
 import random
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,6 +25,7 @@ from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
+from harness.env.plan import PreparedEnvs, prepare_envs
 from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
@@ -66,6 +67,7 @@ class PlannedRun:
     baseline: Baseline | None
     arms: list[_ArmPlan]
     policy: Policy | None
+    envs: PreparedEnvs = field(default_factory=PreparedEnvs)
 
 
 def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
@@ -122,6 +124,8 @@ def plan_run(
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
+    envs = prepare_envs(project, cases, {release_name: release})  # before the first trial
+    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
     images = case_images(cases) if backend == "docker" else {}
     if images:
         sysdef["case_images"] = images
@@ -150,6 +154,10 @@ def plan_run(
                 raise base.stale(exc.message) from None
             base.check_agent_files(now)
         base_def.pop("case_images", None)
+        for key in ("environments", "agent_environment"):
+            base_def.pop(key, None)
+        envs.agents.update(prepare_envs(project, (), {baseline: base_release}).agents)
+        base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images
         base_digest = digest_json(base_def)
@@ -198,9 +206,9 @@ def plan_run(
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
-    specs = _specs(project, record, arms, cases, range(k))
+    specs = _specs(project, record, arms, cases, range(k), envs=envs)
     return PlannedRun(
-        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy
+        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy, envs=envs
     )
 
 
@@ -270,7 +278,12 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
 
 
 def _spec(
-    project: Project, record: ReleaseRecord, arm: _ArmPlan, lc: LoadedCase, t: int
+    project: Project,
+    record: ReleaseRecord,
+    arm: _ArmPlan,
+    lc: LoadedCase,
+    t: int,
+    envs: PreparedEnvs,
 ) -> TrialSpec:
     key = TrialKey(arm=arm.arm, release=arm.name, case_id=lc.id, case_version=lc.version, trial=t)
     return TrialSpec(
@@ -284,6 +297,8 @@ def _spec(
         downgrade=frozenset(record.downgrade),
         image=record.system.get("case_images", {}).get(lc.id),
         run_seed=record.seed,
+        environment=envs.cases.get(lc.id),
+        agent_environment=envs.agents.get(arm.name),
         record_path=str(
             project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
         ),
@@ -297,9 +312,11 @@ def _specs(
     cases: Sequence[LoadedCase],
     trials: range,
     only: frozenset[str] | None = None,
+    envs: PreparedEnvs | None = None,
 ) -> list[TrialSpec]:
+    envs = envs if envs is not None else PreparedEnvs()
     return [
-        _spec(project, record, arm, lc, t)
+        _spec(project, record, arm, lc, t, envs)
         for lc in cases
         if only is None or lc.id in only
         for arm in arms
@@ -326,7 +343,9 @@ def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[
         flaky |= set(rerun_plan(plan.policy, summarize_arm(data)))
     flaky -= set(plan.record.judgment_cases)
     extra = range(k, k + plan.policy.flaky_reruns.extra_trials)
-    return _specs(project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky))
+    return _specs(
+        project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky), envs=plan.envs
+    )
 
 
 def execute(
@@ -371,6 +390,10 @@ def check_system_unchanged(
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
+    now_envs = prepare_envs(
+        project, cases, {record.release: project.release(record.release)}, verify=True
+    )
+    sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
         sysdef["case_images"] = case_images(cases)
     digest = digest_json(sysdef)
@@ -505,6 +528,9 @@ def run_release(
     removed = sweep_orphans(plan.record.backend)
     if removed:
         obs.swept(removed)
+    from harness.env.preflight import preflight_run
+
+    preflight_run(project, plan, on_case=getattr(obs, "preflight", None))
     executor = make_executor(request.executor, request.scheduler, request.jobs)
     try:
         with store.open_run(plan.record) as handle:

@@ -28,6 +28,8 @@ from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
 from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
+from harness.env.model import BuiltEnv
+from harness.env.plan import check_envs, merge_views, phase_view
 from harness.errors import EvaluatorError, HarnessError, InfraError
 from harness.excerpt import select_excerpt
 from harness.project import AGENT_DIR, AgentSpec, Release
@@ -46,7 +48,14 @@ from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
-__all__ = ["TrialOutput", "TrialSpec", "run_trial", "verdict_from_exception", "verify_tree"]
+__all__ = [
+    "TrialOutput",
+    "TrialSpec",
+    "run_trial",
+    "verdict_from_exception",
+    "verify_tree",
+    "verify_tree_phase",
+]
 
 _RESULT_LIMIT = 1 << 20
 _ARTIFACT_LIMIT = 32 << 20
@@ -75,6 +84,10 @@ class TrialSpec:
     endpoint: str | None = None
     """Host unix socket of the one endpoint (the model gateway) relayed into the agent
     phase only; ``None``: the agent reaches nothing."""
+    environment: BuiltEnv | None = None
+    """The case's built environment: first on PATH in the verifier and the agent's shell."""
+    agent_environment: BuiltEnv | None = None
+    """The release's agent environment: mounted in the agent phase only."""
 
 
 @dataclass
@@ -169,7 +182,7 @@ def _agent_phase(
         contract,
         label=_label(ctx, "agent", attempt),
         downgrade=ctx.spec.downgrade,
-        view=_agent_view(ctx),
+        view=merge_views(_agent_view(ctx), _view(ctx.spec, "agent")),
     ) as s:
         if ctx.spec.image is None:
             s.put_tree(base)
@@ -205,6 +218,11 @@ def _agent_view(ctx: _Context) -> SealedView | None:
     if not mounts and ctx.spec.endpoint is None:
         return None
     return SealedView(mounts=mounts, endpoint=ctx.spec.endpoint)
+
+
+def _view(spec: TrialSpec, phase: str) -> SealedView | None:
+    in_image = spec.image is not None and spec.backend == "docker"
+    return phase_view(spec.environment, spec.agent_environment, phase, in_image=in_image)
 
 
 def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
@@ -244,6 +262,7 @@ def _verifier_phase(
         _with_image(case.contract.verifier, ctx.spec.image),
         label=_label(ctx, "verifier", attempt),
         downgrade=ctx.spec.downgrade,
+        view=_view(ctx.spec, "verifier"),
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
@@ -272,12 +291,30 @@ def verify_tree(
     *,
     label: str,
     downgrade: frozenset[str] = frozenset(),
+    environment: BuiltEnv | None = None,
+    image: str | None = None,
 ) -> Verdict:
     """Run ``lc``'s verifier on ``tree`` in a fresh sandbox and judge it (no agent phase).
 
     Used by ``harness cases validate`` for the red/green proof; raises what the sandbox
     raises (callers map it with :func:`verdict_from_exception`).
     """
+    return verify_tree_phase(
+        lc, sandbox, tree, label=label, downgrade=downgrade, environment=environment, image=image
+    )[1]
+
+
+def verify_tree_phase(
+    lc: LoadedCase,
+    sandbox: Sandbox,
+    tree: Path,
+    *,
+    label: str,
+    downgrade: frozenset[str] = frozenset(),
+    environment: BuiltEnv | None = None,
+    image: str | None = None,
+) -> tuple[PhaseRecord, Verdict]:
+    """:func:`verify_tree`, also returning the verifier's phase record (its excerpt)."""
     spec = TrialSpec(
         key=TrialKey(
             arm=Arm.CANDIDATE, release=label, case_id=lc.id, case_version=lc.version, trial=0
@@ -289,10 +326,13 @@ def verify_tree(
         system_digest="",
         backend=getattr(sandbox, "name", ""),
         downgrade=downgrade,
+        environment=environment,
+        image=image,
     )
     with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
         ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
-        return _verifier_phase(ctx, 1, tree)[1]
+        record, verdict, _ = _verifier_phase(ctx, 1, tree)
+        return record, verdict
 
 
 def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[str, object] | None:
@@ -304,6 +344,7 @@ def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[s
         ctx.lc.case.contract.verifier,
         label=_label(ctx, "feedback", attempt),
         downgrade=ctx.spec.downgrade,
+        view=_view(ctx.spec, "verifier"),
     ) as s:
         s.put_tree(candidate_dir)
         res = s.exec(cmd, timeout=ctx.lc.case.contract.verifier.timeout_seconds)
@@ -441,6 +482,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     with tempfile.TemporaryDirectory(prefix=owned_prefix("trial")) as tmpname:
         tmp = Path(tmpname)
         try:
+            check_envs({"case": spec.environment, "agent": spec.agent_environment})
             lc = _load_planned_case(spec)
             start = tmp / "start"
             materialize(lc, start)
@@ -506,6 +548,10 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
         attempts=tuple(attempts),
         verdict=final,
         stop_reason=stop,
+        environment_digest=spec.environment.digest if spec.environment else None,
+        agent_environment_digest=(
+            spec.agent_environment.digest if spec.agent_environment else None
+        ),
         started_at=started,
         finished_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,

@@ -14,6 +14,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.env.model import Environment
+
 __all__ = [
     "ArchiveRepo",
     "ArtifactRule",
@@ -253,6 +255,9 @@ class Case(_Frozen):
     """A critical case broken by the candidate fails the gate outright."""
     tags: tuple[str, ...] = ()
     retired: Retired | None = None
+    environment: Environment | None = None
+    """The verifier's (and the agent's shell's) Python environment; paths relative to the
+    case folder. Without it the task set's default in harness.yaml applies."""
 
     @model_validator(mode="after")
     def _exec_needs_verifier_reference(self) -> Case:

@@ -15,11 +15,12 @@ from pathlib import Path
 
 from harness import _proc
 from harness.cases.load import LoadedCase
+from harness.env.model import BuiltEnv
 from harness.errors import CaseError
 from harness.records import Outcome, Verdict
 from harness.sandbox.base import Sandbox
 from harness.sandbox.prune import owned_prefix
-from harness.trial import verdict_from_exception, verify_tree
+from harness.trial import verdict_from_exception, verify_tree_phase
 from harness.workspace import materialize
 
 __all__ = ["ValidationResult", "apply_patch", "validate_case", "validate_cases"]
@@ -35,6 +36,8 @@ class ValidationResult:
     red: Verdict | None
     green: Verdict | None
     message: str
+    red_excerpt: str = ""
+    """Excerpt of the verifier's output on the starting state (why it went red)."""
 
 
 def apply_patch(patch: Path, tree: Path) -> None:
@@ -54,18 +57,38 @@ def apply_patch(patch: Path, tree: Path) -> None:
 
 
 def _verify(
-    lc: LoadedCase, sandbox: Sandbox, tree: Path, tag: str, downgrade: frozenset[str]
-) -> Verdict:
+    lc: LoadedCase,
+    sandbox: Sandbox,
+    tree: Path,
+    tag: str,
+    downgrade: frozenset[str],
+    environment: BuiltEnv | None,
+    image: str | None,
+) -> tuple[Verdict, str]:
     try:
-        return verify_tree(lc, sandbox, tree, label=f"validate-{tag}", downgrade=downgrade)
+        record, verdict = verify_tree_phase(
+            lc,
+            sandbox,
+            tree,
+            label=f"validate-{tag}",
+            downgrade=downgrade,
+            environment=environment,
+            image=image,
+        )
+        return verdict, record.excerpt
     except Exception as exc:
-        return verdict_from_exception(exc)
+        return verdict_from_exception(exc), ""
 
 
 def validate_case(
-    lc: LoadedCase, sandbox: Sandbox, downgrade: frozenset[str] = frozenset()
+    lc: LoadedCase,
+    sandbox: Sandbox,
+    downgrade: frozenset[str] = frozenset(),
+    *,
+    environment: BuiltEnv | None = None,
+    image: str | None = None,
 ) -> ValidationResult:
-    """Run the red/green proof for one case."""
+    """Run the red/green proof for one case (in ``environment``, from ``image``)."""
     case = lc.case
     if case.lane == "judgment":
         return ValidationResult(lc.id, "skipped", None, None, "judgment lane: no executable oracle")
@@ -83,22 +106,26 @@ def validate_case(
             apply_patch(lc.path(case.reference.patch), green_tree)
         except CaseError as exc:
             return ValidationResult(lc.id, "broken", None, None, str(exc))
-        red = _verify(lc, sandbox, red_tree, "red", downgrade)
-        green = _verify(lc, sandbox, green_tree, "green", downgrade)
+        red, red_excerpt = _verify(lc, sandbox, red_tree, "red", downgrade, environment, image)
+        green, _ = _verify(lc, sandbox, green_tree, "green", downgrade, environment, image)
     problems = []
     if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
         Outcome.INFRA_ERROR,
         Outcome.EVALUATOR_ERROR,
     ):
         bad = red if red.outcome is not Outcome.FAIL else green
-        return ValidationResult(lc.id, "broken", red, green, f"could not verify: {bad.reason}")
+        return ValidationResult(
+            lc.id, "broken", red, green, f"could not verify: {bad.reason}", red_excerpt
+        )
     if red.outcome is Outcome.PASS:
         problems.append("cannot go red: the verifier passes on the untouched starting state")
     if green.outcome is not Outcome.PASS:
         problems.append(f"cannot go green: the reference solution fails ({green.reason})")
     if problems:
-        return ValidationResult(lc.id, "broken", red, green, "; ".join(problems))
-    return ValidationResult(lc.id, "ok", red, green, f"red: {red.reason} · green: {green.reason}")
+        return ValidationResult(lc.id, "broken", red, green, "; ".join(problems), red_excerpt)
+    return ValidationResult(
+        lc.id, "ok", red, green, f"red: {red.reason} · green: {green.reason}", red_excerpt
+    )
 
 
 def validate_cases(

@@ -44,6 +44,7 @@ __all__ = [
     "build_env",
     "cache_root",
     "classify_uv_failure",
+    "compile_lock",
     "find_interpreter",
     "probe",
     "uv_binary",
@@ -271,3 +272,30 @@ def build_env(src: EnvSource) -> BuiltEnv:
     part.write_text(built.model_dump_json(indent=2))
     part.replace(meta)
     return built
+
+
+def compile_lock(src: EnvSource) -> Path:
+    """Write ``src``'s lock from its ``requirements`` with ``uv pip compile --generate-hashes``.
+
+    Raises:
+        ConfigError: ``requirements`` is not declared or missing, or cannot be resolved.
+        InfraError: the package index cannot be reached.
+    """
+    if src.spec.requirements is None:
+        raise ConfigError(
+            "no `requirements` input to lock from", file=src.file, field=f"{src.field}.requirements"
+        )
+    req = src.base / src.spec.requirements
+    if not req.is_file():
+        raise ConfigError(
+            f"requirements file {src.spec.requirements!r} does not exist",
+            file=src.file,
+            field=f"{src.field}.requirements",
+        )
+    interp = find_interpreter(src)
+    out = src.lock_path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _uv(src, ["pip", "compile", "-q", "--generate-hashes", "--no-header", "--python",
+              interp.path, str(req), "-o", str(out)], f"locking {req}")  # fmt: skip
+    read_lock(src)
+    return out

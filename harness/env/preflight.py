@@ -1,0 +1,175 @@
+"""Preflight: every (case version, environment) pair is proven red and green before trials.
+
+Before the first trial of a run, each exec-lane case that declares (or inherits) an
+environment is validated *in that environment* with the red/green proof of
+:mod:`harness.cases.validate`: on the untouched starting state the tests must run and fail
+(a collection or import error is the wrong reason: the environment, not the starting
+state, would be what fails), and with the reference solution they must pass. A pair that
+fails refuses the whole run before any trial (exit 4), naming the case and the environment:
+an environment fault is never blamed on an agent.
+
+Successful proofs are cached under ``<store>/preflight/`` by the digest of (case digest,
+environment digest, backend, image id), so a pair is validated once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from harness.cases.load import LoadedCase
+from harness.cases.validate import ValidationResult, validate_case
+from harness.digest import digest_json, short
+from harness.env.plan import PreparedEnvs, prepare_envs
+from harness.project import Project
+from harness.errors import InfraError
+from harness.records import FailureType, Outcome
+from harness.sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from harness.run import PlannedRun
+
+__all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "validate_in_envs"]
+
+PREFLIGHT_DIR = "preflight"
+# pytest/unittest wording for "the tests never ran": a module that cannot be imported.
+_COLLECTION_ERROR = re.compile(
+    r"ERROR collecting|ImportError while importing|ModuleNotFoundError|No module named|"
+    r"errors? during collection|Interrupted: \d+ errors?",
+)
+
+
+def red_problem(result: ValidationResult) -> str | None:
+    """Why the red half of a proof does not count, or ``None`` when it does.
+
+    Red counts when the verifier ran tests that failed: failure type ``test_failure``, at
+    least one test executed (when a report says how many), and no collection or import
+    error in its output.
+    """
+    red = result.red
+    if red is None:
+        return "no red run"
+    if red.outcome is not Outcome.FAIL or red.failure_type is not FailureType.TEST_FAILURE:
+        kind = red.failure_type.value if red.failure_type else red.outcome.value
+        return f"red for the wrong reason ({kind}: {red.reason})"
+    if red.tests_run == 0:
+        return "red for the wrong reason: no test ran"
+    m = _COLLECTION_ERROR.search(result.red_excerpt)
+    if m:
+        return f"red for the wrong reason: the tests could not be collected ({m.group(0)})"
+    return None
+
+
+def _key(lc: LoadedCase, env_digest: str, backend: str, image: str | None) -> str:
+    return digest_json(
+        {"case": lc.digest, "environment": env_digest, "backend": backend, "image": image}
+    )
+
+
+def preflight(
+    cases: Sequence[LoadedCase],
+    envs: PreparedEnvs,
+    *,
+    sandbox: Sandbox,
+    backend: str,
+    store_dir: Path,
+    images: Mapping[str, str] | None = None,
+    downgrade: frozenset[str] = frozenset(),
+    on_case: Callable[[str, str], None] | None = None,
+) -> list[str]:
+    """Validate every not-yet-validated (case, environment) pair; return the ones validated now.
+
+    Raises:
+        InfraError: a pair failed its proof (reason ``preflight_failed``, exit 4); the
+            message names the case, its environment digest and the excerpt.
+    """
+    images = images or {}
+    folder = store_dir / PREFLIGHT_DIR
+    done: list[str] = []
+    for lc in cases:
+        env = envs.cases.get(lc.id)
+        case = lc.case
+        if env is None or case.lane != "exec" or case.expect != "change":
+            continue
+        image = images.get(lc.id)
+        stamp = folder / f"{short(_key(lc, env.digest, backend, image), 32)}.json"
+        if stamp.is_file():
+            continue
+        if on_case is not None:
+            on_case(lc.id, env.digest)
+        result = validate_case(lc, sandbox, downgrade, environment=env, image=image)
+        problem = result.message if result.status != "ok" else red_problem(result)
+        if problem is not None:
+            excerpt = " ".join(result.red_excerpt.split())[-500:]
+            ident = env.identity
+            dists = ", ".join(f"{n}=={d['version']}" for n, d in sorted(ident.distributions.items()))
+            raise InfraError(
+                f"preflight: case {lc.id} v{lc.version} does not validate in environment "
+                f"{short(env.digest)} ({ident.implementation} {ident.version}; {dists}): "
+                f"{problem}" + (f" · red output: {excerpt}" if excerpt else "")
+                + " · no trial was run",
+                reason="preflight_failed",
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+        part = stamp.with_suffix(".part")
+        part.write_text(
+            json.dumps(
+                {"case": lc.id, "version": lc.version, "case_digest": lc.digest,
+                 "environment": env.digest, "backend": backend, "image": image,
+                 "red": result.red.reason if result.red else None,
+                 "green": result.green.reason if result.green else None},
+                indent=2, sort_keys=True,
+            )
+        )  # fmt: skip
+        part.replace(stamp)
+        done.append(lc.id)
+    return done
+
+
+def validate_in_envs(
+    project: Project,
+    cases: Sequence[LoadedCase],
+    sandbox: Sandbox,
+    downgrade: frozenset[str] = frozenset(),
+) -> list[ValidationResult]:
+    """``harness cases validate``: build the cases' environments, then prove each case in
+    its own; a red that ran no test (a collection or import error) is reported broken."""
+    envs = prepare_envs(project, cases, {})
+    out: list[ValidationResult] = []
+    for lc in cases:
+        env = envs.cases.get(lc.id)
+        result = validate_case(lc, sandbox, downgrade, environment=env)
+        problem = red_problem(result) if result.status == "ok" else None
+        if problem is not None:
+            result = ValidationResult(
+                lc.id, "broken", result.red, result.green, problem, result.red_excerpt
+            )
+        out.append(result)
+    return out
+
+
+def preflight_run(
+    project: Project,
+    plan: PlannedRun,
+    *,
+    on_case: Callable[[str, str], None] | None = None,
+) -> list[str]:
+    """Run :func:`preflight` for a planned run, on its backend and case images."""
+    if not plan.envs.cases:
+        return []
+    from harness.sandbox.registry import get_backend
+
+    return preflight(
+        plan.cases,
+        plan.envs,
+        sandbox=get_backend(plan.record.backend),
+        backend=plan.record.backend,
+        store_dir=project.store_dir,
+        images=plan.record.system.get("case_images", {}),
+        downgrade=frozenset(plan.record.downgrade),
+        on_case=on_case,
+    )
