@@ -1,0 +1,263 @@
+"""Declared environments end to end: built with uv, mounted read-only, preflighted, pinned.
+
+Every test runs the real CLI (or the real trial function) on a tiny project whose cases
+declare a Python environment; builds go to a private harness cache (uv's own cache is
+shared, so a build takes about a second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import make_project
+
+from harness.cases.load import load_case
+from harness.env.build import build_env, uv_binary
+from harness.env.model import EnvSource, Environment
+from harness.project import AgentSpec, Release
+from harness.records import Arm, Outcome, TrialKey
+from harness.sandbox.local import LocalSandbox
+from harness.trial import TrialSpec, run_trial
+
+pytestmark = pytest.mark.integration
+
+UV_CACHE = os.environ.get("UV_CACHE_DIR") or str(Path.home() / ".cache" / "uv")
+
+
+def _compile(tmp: Path, name: str, pins: str) -> Path:
+    """Lock ``pins`` with uv (hashes included) into ``tmp/name``."""
+    req = tmp / f"{name}.in"
+    req.write_text(pins + "\n")
+    out = tmp / name
+    subprocess.run(
+        [uv_binary(), "pip", "compile", "-q", "--generate-hashes", "--no-header",
+         "--python", "/usr/bin/python3", str(req), "-o", str(out)],
+        check=True, env={**os.environ, "UV_CACHE_DIR": UV_CACHE},
+    )  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def locks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("locks")
+    return {
+        "ini2.0": _compile(tmp, "a.lock", "iniconfig==2.0.0").read_text(),
+        "ini2.1": _compile(tmp, "b.lock", "iniconfig==2.1.0").read_text(),
+    }
+
+
+def run(root: Path, *args: str, cache: Path, extra_env: dict[str, str] | None = None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    env.update(XDG_CACHE_HOME=str(cache), UV_CACHE_DIR=UV_CACHE, **(extra_env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=root, capture_output=True, text=True, timeout=600, env=env, check=False,
+    )  # fmt: skip
+
+
+def env_project(tmp: Path, lock_text: str, *, n: int = 1, python: str = ">=3.11") -> Path:
+    root = make_project(tmp / "proj", n_cases=n)
+    (root / "env").mkdir()
+    (root / "env" / "requirements.lock").write_text(lock_text)
+    text = (root / "harness.yaml").read_text()
+    text = text.replace(
+        "policy: policy.yaml\n",
+        f'policy: policy.yaml\nenvironment: {{python: "{python}", lock: env/requirements.lock}}\n',
+    )
+    (root / "harness.yaml").write_text(text)
+    return root
+
+
+def lock_cases(root: Path, cache: Path) -> None:
+    done = run(root, "cases", "lock", cache=cache)
+    assert done.returncode == 0, done.stderr
+
+
+def trials(root: Path) -> list[Path]:
+    return sorted((root / ".harness").glob("runs/*/trials/*.json"))
+
+
+def test_bundled_style_run_records_env_digest_in_system_and_trials(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "preflight: 1 case(s) validated" in done.stderr
+    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    env_digest = shown["release"]["system"]["environments"]["add-0"]
+    assert env_digest.startswith("sha256:")
+    assert [t["environment_digest"] for t in shown["trials"]] == [env_digest]
+    # A second run reuses the build and the preflight proof.
+    again = run(root, "run", "--release", "good", "--k", "1", "--no-report", "--fresh",
+                cache=tmp_path / "cache")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "preflight" not in again.stderr
+
+
+def test_changed_pin_gives_new_system_digest_and_run_id(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    lock_cases(root, tmp_path / "cache")
+    first = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert first.returncode == 0, first.stderr
+    (root / "env" / "requirements.lock").write_text(locks["ini2.1"])
+    second = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert second.returncode == 0, second.stderr
+    runs = sorted(p.name for p in (root / ".harness" / "runs").iterdir())
+    assert len(runs) == 2, runs
+    shown = [
+        json.loads(run(root, "show", r, "--json", cache=tmp_path / "cache").stdout)["release"]
+        for r in runs
+    ]
+    assert shown[0]["system_digest"] != shown[1]["system_digest"]
+    assert shown[0]["system"]["environments"] != shown[1]["system"]["environments"]
+
+
+def test_undeclared_package_does_not_pass(tmp_path, locks):
+    """The verifier imports six: the host's Python has it, the declared environment not."""
+    root = env_project(tmp_path, locks["ini2.0"])
+    hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
+    hidden.write_text("import six\n" + hidden.read_text())
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "case add-0" in done.stderr and "does not validate in environment" in done.stderr
+    assert "No module named" in done.stderr and "six" in done.stderr
+    assert trials(root) == []
+
+
+def test_verifier_runner_missing_is_refused_before_trials_and_evaluator_error_in_trial(
+    tmp_path, locks
+):
+    root = env_project(tmp_path, locks["ini2.0"])
+    case_yaml = root / "cases" / "add-0" / "case.yaml"
+    case_yaml.write_text(case_yaml.read_text().replace("[python3, verify_hidden.py]", "[no-such-test-runner, -q]"))
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "case add-0" in done.stderr and "no trial was run" in done.stderr
+    assert trials(root) == []
+    # Past the preflight (a trial run on its own), a runner that cannot start is the
+    # evaluator's error, never the candidate's failure.
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        built = build_env(
+            EnvSource(
+                spec=Environment(lock="env/requirements.lock"),
+                base=root,
+                file=root / "harness.yaml",
+                field="environment",
+            )
+        )
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    out = run_trial(_spec(root / "cases" / "add-0", built), LocalSandbox(tmp_path / "sb"))
+    assert out.record.verdict.outcome is Outcome.EVALUATOR_ERROR, out.record.verdict
+    assert "127" in out.record.verdict.reason
+
+
+def _spec(case_dir: Path, built, release: Release | None = None) -> TrialSpec:
+    lc = load_case(case_dir)
+    return TrialSpec(
+        key=TrialKey(arm=Arm.CANDIDATE, release="good", case_id=lc.id, case_version=1, trial=0),
+        project_root=str(case_dir.parent.parent),
+        case_dir=str(case_dir),
+        case_digest=lc.digest,
+        release=release or Release(agent=AgentSpec(adapter="simulated")),
+        system_digest="sha256:x",
+        backend="local",
+        environment=built,
+    )
+
+
+def test_environment_changed_since_build_is_evaluator_error(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    try:
+        built = build_env(
+            EnvSource(
+                spec=Environment(lock="env/requirements.lock"),
+                base=root,
+                file=root / "harness.yaml",
+                field="environment",
+            )
+        )
+    finally:
+        del os.environ["XDG_CACHE_HOME"]
+    ok = run_trial(_spec(root / "cases" / "add-0", built), LocalSandbox(tmp_path / "sb"))
+    assert ok.record.verdict.outcome is Outcome.PASS, ok.record.verdict
+    assert ok.record.environment_digest == built.digest
+    site = next(Path(built.prefix).glob("lib/python3*/site-packages"))
+    (site / "iniconfig" / "__init__.py").write_text("raise SystemExit('tampered')\n")
+    out = run_trial(_spec(root / "cases" / "add-0", built), LocalSandbox(tmp_path / "sb"))
+    assert out.record.verdict.outcome is Outcome.EVALUATOR_ERROR, out.record.verdict
+    assert "changed since it was built" in out.record.verdict.reason
+
+
+def test_candidate_breaking_its_own_imports_in_a_validated_env_fails(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    text = (root / "harness.yaml").read_text().replace(
+        "  sleepy:\n",
+        "  breaker:\n"
+        "    agent: {adapter: command, command: [sh, -c, "
+        "\"printf 'import not_a_module\\\\n' | cat - $HARNESS_WORKSPACE/calc.py > /tmp/c && "
+        "cp /tmp/c $HARNESS_WORKSPACE/calc.py\"]}\n"
+        "  sleepy:\n",
+    )
+    (root / "harness.yaml").write_text(text)
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "breaker", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    [trial] = shown["trials"]
+    assert trial["verdict"]["outcome"] == "fail", trial["verdict"]
+    assert trial["verdict"]["failure_type"] == "test_failure"
+    assert done.returncode in (0, 1, 3), done.stderr  # judged, never blocked
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        ("nohash", "has no --hash"),
+        ("badhash", "hash mismatch for iniconfig"),
+        ("python", "environment.python"),
+    ],
+)
+def test_bad_environment_input_is_a_named_error_and_no_trial(tmp_path, locks, mutate, needle):
+    lock = locks["ini2.0"]
+    python = ">=3.11"
+    if mutate == "nohash":
+        lock = "iniconfig==2.0.0\n"
+    elif mutate == "badhash":
+        lines = lock.splitlines()
+        lock = "\n".join(
+            line.split("sha256:")[0] + "sha256:" + "0" * 64 + (" \\" if line.endswith("\\") else "")
+            if "sha256:" in line else line
+            for line in lines
+        ) + "\n"  # fmt: skip
+    elif mutate == "python":
+        python = ">=3.99"
+    root = env_project(tmp_path, lock, python=python)
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert needle in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "harness.yaml" in done.stderr or "requirements.lock" in done.stderr
+    assert not (root / ".harness" / "runs").exists() or trials(root) == []
+
+
+def test_unreachable_package_index_blocks_with_exit_4(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.1"])
+    lock_cases(root, tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache",
+        extra_env={"UV_INDEX_URL": "http://127.0.0.1:9/simple", "UV_DEFAULT_INDEX":
+                   "http://127.0.0.1:9/simple", "UV_NO_CACHE": "1", "UV_OFFLINE": "0"},
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "package index cannot be reached" in done.stderr, done.stderr
+    assert trials(root) == []
