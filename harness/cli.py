@@ -590,10 +590,13 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     """Build each case's image (base image + starting tree); a no-op when unchanged."""
     from harness.cases.load import load_cases
     from harness.project import load_project
+    from harness.env.plan import prepare_for_backend
     from harness.run import case_images
 
     project = load_project(project_dir)
-    built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
+    active = [lc for lc in load_cases(project.cases_dir, only or None) if lc.active]
+    _, env_bases = prepare_for_backend(project, active, {}, "docker")
+    built = case_images(active, env_bases)
     for cid, image_id in sorted(built.items()):
         out.print(f"{cid}: {image_id}", highlight=False)
 

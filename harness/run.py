@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -25,7 +25,7 @@ from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
-from harness.env.plan import PreparedEnvs, prepare_envs
+from harness.env.plan import PreparedEnvs, prepare_for_backend
 from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
@@ -124,9 +124,9 @@ def plan_run(
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(release_name, ts_digest, __version__)
-    envs = prepare_envs(project, cases, {release_name: release})  # before the first trial
+    envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
     sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
-    images = case_images(cases) if backend == "docker" else {}
+    images = case_images(cases, env_bases) if backend == "docker" else {}
     if images:
         sysdef["case_images"] = images
     sys_digest = digest_json(sysdef)
@@ -156,7 +156,7 @@ def plan_run(
         base_def.pop("case_images", None)
         for key in ("environments", "agent_environment"):
             base_def.pop(key, None)
-        envs.agents.update(prepare_envs(project, (), {baseline: base_release}).agents)
+        envs.agents.update(prepare_for_backend(project, (), {baseline: base_release}, backend)[0].agents)
         base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images
@@ -246,12 +246,15 @@ def _arm_plans(
     return plans
 
 
-def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
+def case_images(
+    cases: Sequence[LoadedCase], bases: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Build (or reuse, when the inputs are unchanged) the Docker image of each case.
 
     A case image is the agent phase's base image plus the case's starting tree, so each
     trial starts its containers from image layers instead of copying the repository.
     Cases whose two phases name different images get none (the tree is copied in).
+    ``bases`` maps a case to the image to build on instead (its environment's layer).
     """
     import tempfile
 
@@ -269,9 +272,8 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
             with tempfile.TemporaryDirectory(prefix=owned_prefix("image")) as tmp:
                 tree = Path(tmp) / "tree"
                 materialize(lc, tree)
-                out[lc.id] = build_case_image(
-                    client, contract.agent.image or DEFAULT_IMAGE, tree, lc.digest
-                )
+                base = (bases or {}).get(lc.id) or contract.agent.image or DEFAULT_IMAGE
+                out[lc.id] = build_case_image(client, base, tree, lc.digest)
     finally:
         client.close()
     return out
@@ -390,12 +392,13 @@ def check_system_unchanged(
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
-    now_envs = prepare_envs(
-        project, cases, {record.release: project.release(record.release)}, verify=True
-    )
+    now_envs, bases = prepare_for_backend(
+        project, cases, {record.release: project.release(record.release)}, record.backend,
+        verify=True,
+    )  # fmt: skip
     sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
-        sysdef["case_images"] = case_images(cases)
+        sysdef["case_images"] = case_images(cases, bases)
     digest = digest_json(sysdef)
     if digest != record.system_digest:
         raise InvalidRunError(

@@ -14,7 +14,7 @@ time: a changed environment is an ``evaluator_error``, never the candidate's fau
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from harness.cases.load import CASE_FILE, LoadedCase
 from harness.env.build import build_env, probe
 from harness.env.model import AGENT_ENV_PATH, BuiltEnv, EnvSource
 from harness.env.probe import env_digest, fingerprint
-from harness.errors import EvaluatorError
+from harness.errors import ConfigError, EvaluatorError
 from harness.project import PROJECT_FILE, Project, Release
 from harness.sandbox.base import SealedView, ViewMount
 
@@ -34,6 +34,7 @@ __all__ = [
     "merge_views",
     "phase_view",
     "prepare_envs",
+    "prepare_for_backend",
 ]
 
 
@@ -191,3 +192,59 @@ def merge_views(*views: SealedView | None) -> SealedView | None:
         env=env,
         endpoint=next(iter(endpoints), None),
     )
+def prepare_for_backend(
+    project: Project,
+    cases: Sequence[LoadedCase],
+    releases: Mapping[str, Release],
+    backend: str,
+    *,
+    verify: bool = False,
+) -> tuple[PreparedEnvs, dict[str, str]]:
+    """Environments for ``backend``, and per case the image to build the case image on.
+
+    Local: prefixes on the host (:func:`prepare_envs`). Docker: each distinct environment
+    is an image layer over the case's base image (:func:`harness.images.build_env_image`);
+    the case image is then built on top of it, so the returned mapping is case id → base.
+
+    Raises:
+        ConfigError: bad environment input; on docker, an agent environment (not supported
+            there yet) or a case whose two phases name different images.
+        InfraError: the index is unreachable or a build failed.
+    """
+    if backend != "docker":
+        return prepare_envs(project, cases, releases, verify=verify), {}
+    for name, release in releases.items():
+        src = agent_env_source(project, name, release)
+        if src is not None:
+            raise ConfigError(
+                "agent environments are not supported on the docker backend yet "
+                "(run with --backend local)",
+                file=src.file,
+                field=src.field,
+            )
+    from harness.images import build_env_image
+    from harness.sandbox.docker import DEFAULT_IMAGE, connect
+
+    out, bases = PreparedEnvs(), {}
+    built: dict[tuple[str, Path, str], tuple[str, BuiltEnv]] = {}
+    client = connect()
+    try:
+        for lc in cases:
+            src = case_env_source(project, lc)
+            if src is None:
+                continue
+            contract = lc.case.contract
+            if contract.agent.image != contract.verifier.image:
+                raise ConfigError(
+                    "a case with an environment needs one image for both phases on docker",
+                    file=lc.dir / CASE_FILE,
+                    field="contract.verifier.image",
+                )
+            base = contract.agent.image or DEFAULT_IMAGE
+            key = (base, src.lock_path.resolve(), src.spec.python)
+            if key not in built:
+                built[key] = build_env_image(client, base, src)
+            bases[lc.id], out.cases[lc.id] = built[key]
+    finally:
+        client.close()
+    return out, bases
