@@ -55,7 +55,7 @@ _SEARCH = ("/usr/bin", "/usr/local/bin")
 _UV_TIMEOUT = 900.0
 
 # uv's wording (0.4 … 0.13) for the failures that are the user's or the network's.
-_HASH_MISMATCH = re.compile(r"hash mismatch for `?([A-Za-z0-9._-]+)", re.I)
+_HASH_MISMATCH = re.compile(r"hash mismatch for `?([A-Za-z0-9._-]+(?:==[^`\s]+)?)", re.I)
 _UNRESOLVABLE = re.compile(
     r"no solution found|because .* was not found in the package registry|"
     r"no matching distribution|not found in the package registry",

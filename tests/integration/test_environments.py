@@ -261,3 +261,68 @@ def test_unreachable_package_index_blocks_with_exit_4(tmp_path, locks):
     assert done.returncode == 4, done.stdout + done.stderr
     assert "package index cannot be reached" in done.stderr, done.stderr
     assert trials(root) == []
+
+
+@pytest.mark.docker
+def test_same_env_digest_and_verdicts_on_local_and_docker(tmp_path, locks):
+    """The verifier asserts it runs under the declared environment's interpreter."""
+    root = env_project(tmp_path, locks["ini2.0"], n=2)
+    for i in range(2):
+        hidden = root / "cases" / f"add-{i}" / "hidden" / "verify_hidden.py"
+        hidden.write_text(
+            "import sys\nassert sys.prefix.startswith('/opt/harness/env/'), sys.prefix\n"
+            "import iniconfig\n" + hidden.read_text()
+        )
+    lock_cases(root, tmp_path / "cache")
+    seen = {}
+    for backend in ("local", "docker"):
+        done = run(root, "run", "--release", "good", "--k", "1", "--backend", backend,
+                   "--no-report", cache=tmp_path / "cache")  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs = sorted((root / ".harness" / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        shown = json.loads(run(root, "show", runs[-1].name, "--json", cache=tmp_path / "cache").stdout)
+        seen[backend] = (
+            shown["release"]["system"]["environments"],
+            sorted((t["key"]["case_id"], t["verdict"]["outcome"], t["environment_digest"])
+                   for t in shown["trials"]),
+        )  # fmt: skip
+    assert seen["local"] == seen["docker"]
+
+
+AGENT = (
+    "set -e; "
+    "/opt/harness/agent-env/bin/python -c \"from importlib.metadata import version as v; "
+    "assert v('iniconfig') == '2.1.0', v('iniconfig')\"; "
+    "python3 -c \"from importlib.metadata import version as v; "
+    "assert v('iniconfig') == '2.0.0', v('iniconfig')\"; "
+    "sed -i 's/a - b/a + b/' $HARNESS_WORKSPACE/calc.py"
+)
+
+
+def test_agent_environment_only_in_agent_phase_case_env_first_on_path(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    (root / "env" / "agent.lock").write_text(locks["ini2.1"])
+    text = (root / "harness.yaml").read_text().replace(
+        "  sleepy:\n",
+        "  withenv:\n"
+        "    agent:\n"
+        "      adapter: command\n"
+        f"      command: [sh, -c, {json.dumps(AGENT)}]\n"
+        "      environment: {lock: env/agent.lock}\n"
+        "  sleepy:\n",
+    )
+    (root / "harness.yaml").write_text(text)
+    hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
+    hidden.write_text(
+        "import os\nassert not os.path.exists('/opt/harness/agent-env'), 'agent env leaked'\n"
+        + hidden.read_text()
+    )
+    lock_cases(root, tmp_path / "cache")
+    done = run(root, "run", "--release", "withenv", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    [trial] = shown["trials"]
+    assert trial["verdict"]["outcome"] == "pass", (trial["verdict"], done.stderr)
+    system = shown["release"]["system"]
+    assert trial["agent_environment_digest"] == system["agent_environment"]
+    assert trial["environment_digest"] == system["environments"]["add-0"]
+    assert system["agent_environment"] != system["environments"]["add-0"]
