@@ -135,7 +135,9 @@ def compare_env(args: argparse.Namespace) -> None:
             times["with"].append(pipeline(env, args.k))
     a, b = min(times["without"]), min(times["with"])
     print(f"{trials} trials, commands={args.command}, one worker")
-    print(f"without environment: {a:8.2f} s ({1000 * a / trials:7.1f} ms/trial)  {times['without']}")
+    print(
+        f"without environment: {a:8.2f} s ({1000 * a / trials:7.1f} ms/trial)  {times['without']}"
+    )
     print(f"with environment   : {b:8.2f} s ({1000 * b / trials:7.1f} ms/trial)  {times['with']}")
     print(f"ratio with/without : {b / a:8.3f}  (target <= 1.10)")
 

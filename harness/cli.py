@@ -589,8 +589,8 @@ def images() -> None:
 def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     """Build each case's image (base image + starting tree); a no-op when unchanged."""
     from harness.cases.load import load_cases
-    from harness.project import load_project
     from harness.env.plan import prepare_for_backend
+    from harness.project import load_project
     from harness.run import case_images
 
     project = load_project(project_dir)
@@ -606,7 +606,7 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
 
 @main.group("env")
 def env_group() -> None:
-    """Declared Python environments of cases and agents (see docs/environments.md)."""
+    """Lock and build the declared Python environments (see docs/environments.md)."""
 
 
 @env_group.command("lock")

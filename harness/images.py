@@ -153,7 +153,8 @@ def _exec(ctr: Any, argv: list[str], what: str, env: dict[str, str] | None = Non
         code, out = ctr.exec_run(argv, user="0", environment=env or {}, demux=False)
     if code != 0:
         raise SandboxUnavailableError(
-            f"docker: {what} failed (exit {code}): {bytes(out or b'')[-800:].decode(errors='replace')}",
+            f"docker: {what} failed (exit {code}): "
+            + bytes(out or b"")[-800:].decode(errors="replace"),
             reason="image_build_failed",
         )
     return bytes(out or b"")
@@ -213,9 +214,14 @@ def build_env_image(client: Any, base_image: str, src: EnvSource) -> tuple[str, 
     with engine_errors(f"building {tag} from {base_image}", "image_build_failed"):
         try:
             ctr = client.containers.run(
-                base.id, ["infinity"], entrypoint=["sleep"], detach=True, network_mode="none",
-                labels={LABEL: "1", "harness.role": "env-build"}, user="0",
-            )  # fmt: skip
+                base.id,
+                ["infinity"],
+                entrypoint=["sleep"],
+                detach=True,
+                network_mode="none",
+                labels={LABEL: "1", "harness.role": "env-build"},
+                user="0",
+            )
             built = _install_env(ctr, src, inputs, tag)
             built = built.model_copy(update={"build_seconds": round(time.monotonic() - t0, 3)})
             cfg = base.attrs.get("Config") or {}
@@ -244,8 +250,7 @@ def _install_env(ctr: Any, src: EnvSource, inputs: str, tag: str) -> BuiltEnv:
     info = json.loads(_exec(ctr, ["python3", "-I", "-c", _IMAGE_PROBE], f"{tag}: probing python3"))
     if not SpecifierSet(src.spec.python).contains(info["version"], prereleases=True):
         raise ConfigError(
-            f"the image's python3 is {info['version']}, outside the constraint "
-            f"{src.spec.python!r}",
+            f"the image's python3 is {info['version']}, outside the constraint {src.spec.python!r}",
             file=src.file,
             field=f"{src.field}.python",
         )
@@ -266,17 +271,53 @@ def _install_env(ctr: Any, src: EnvSource, inputs: str, tag: str) -> BuiltEnv:
     wheels = fetch_wheels(src, info)
     with engine_errors(f"{tag}: copying wheels", "image_build_failed"):
         if not ctr.put_archive("/", _build_tar(Path(uv_binary()), src.lock_path, wheels)):
-            raise SandboxUnavailableError(f"docker: {tag}: archive refused", reason="image_build_failed")
+            raise SandboxUnavailableError(
+                f"docker: {tag}: archive refused", reason="image_build_failed"
+            )
     stage = f"{ENV_MOUNT_ROOT}/.build"
     uv = f"{_BUILD}/uv"
     uv_env = {"UV_CACHE_DIR": f"{_BUILD}/cache", "UV_NO_CONFIG": "1"}
-    _exec(ctr, [uv, "venv", "-q", "--relocatable", "--no-python-downloads", "--python",
-                info["exe"], stage], f"{tag}: uv venv", uv_env)  # fmt: skip
-    _exec(ctr, [uv, "pip", "install", "-q", "--offline", "--no-index", "--find-links",
-                f"{_BUILD}/wheels", "--require-hashes", "--compile-bytecode", "--link-mode",
-                "copy", "--python", f"{stage}/bin/python", "-r", f"{_BUILD}/requirements.lock"],
-          f"{tag}: offline install", uv_env)  # fmt: skip
-    identity = parse_probe(_exec(ctr, [f"{stage}/bin/python", "-I", "-c", PROBE], f"{tag}: probe"), tag)
+    _exec(
+        ctr,
+        [
+            uv,
+            "venv",
+            "-q",
+            "--relocatable",
+            "--no-python-downloads",
+            "--python",
+            info["exe"],
+            stage,
+        ],
+        f"{tag}: uv venv",
+        uv_env,
+    )
+    _exec(
+        ctr,
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            f"{_BUILD}/wheels",
+            "--require-hashes",
+            "--compile-bytecode",
+            "--link-mode",
+            "copy",
+            "--python",
+            f"{stage}/bin/python",
+            "-r",
+            f"{_BUILD}/requirements.lock",
+        ],
+        f"{tag}: offline install",
+        uv_env,
+    )
+    identity = parse_probe(
+        _exec(ctr, [f"{stage}/bin/python", "-I", "-c", PROBE], f"{tag}: probe"), tag
+    )
     digest = env_digest(identity)
     mount = f"{ENV_MOUNT_ROOT}/{short(digest)}"
     _exec(ctr, ["sh", "-c", f"mv {stage} {mount} && rm -rf {_BUILD}"], f"{tag}: finishing")
@@ -300,24 +341,44 @@ def fetch_wheels(src: EnvSource, info: dict[str, Any]) -> Path:
     from harness import _proc
 
     machine, (libc, libc_version) = info["machine"], info["libc"]
-    platforms = [f"{'manylinux' if libc == 'glibc' else 'linux'}_{libc_version.replace('.', '_')}_{machine}",
-                 f"linux_{machine}"]  # fmt: skip
+    platforms = [
+        f"{'manylinux' if libc == 'glibc' else 'linux'}_{libc_version.replace('.', '_')}_{machine}",
+        f"linux_{machine}",
+    ]
     dest = cache_root() / "wheels" / short(digest_json([digest_file(src.lock_path), info]), 24)
     dest.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--require-hashes",
-            "--only-binary=:all:", "--python-version", info["nodot"], "--implementation", "cp",
-            "--abi", f"cp{info['nodot']}", "--abi", "abi3", "--abi", "none",
-            *[x for p in platforms for x in ("--platform", p)],
-            "-d", str(dest), "-r", str(src.lock_path)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+        "--python-version",
+        info["nodot"],
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{info['nodot']}",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        *[x for p in platforms for x in ("--platform", p)],
+        "-d",
+        str(dest),
+        "-r",
+        str(src.lock_path),
+    ]
     done = _proc.run(argv, timeout=900)
     if not done.ok:
         text = (done.stderr + done.stdout).decode(errors="replace")
         if "No module named pip" in text:
             raise InfraError("pip is needed to fetch wheels for the image", reason="pip_missing")
         if "DO NOT MATCH THE HASHES" in text:
-            raise ConfigError(
-                f"hash mismatch: {' '.join(text.split())[-500:]}", file=src.lock_path
-            )
+            raise ConfigError(f"hash mismatch: {' '.join(text.split())[-500:]}", file=src.lock_path)
         if re.search(r"No matching distribution|Could not find a version", text):
             raise ConfigError(
                 f"no wheel for the image's interpreter: {' '.join(text.split())[-500:]}",

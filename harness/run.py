@@ -156,7 +156,9 @@ def plan_run(
         base_def.pop("case_images", None)
         for key in ("environments", "agent_environment"):
             base_def.pop(key, None)
-        envs.agents.update(prepare_for_backend(project, (), {baseline: base_release}, backend)[0].agents)
+        envs.agents.update(
+            prepare_for_backend(project, (), {baseline: base_release}, backend)[0].agents
+        )
         base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images

@@ -22,14 +22,21 @@ def src(tmp_path: Path, text: str | None) -> EnvSource:
     if text is not None:
         (tmp_path / "req.lock").write_text(text)
     return EnvSource(
-        spec=Environment(lock="req.lock"), base=tmp_path, file=tmp_path / "case.yaml",
+        spec=Environment(lock="req.lock"),
+        base=tmp_path,
+        file=tmp_path / "case.yaml",
         field="environment",
-    )  # fmt: skip
+    )
 
 
 def test_lock_with_hashes_parses(tmp_path):
-    reqs = read_lock(src(tmp_path, f"# c\nPy_Test==8.3.3 \\\n    {H}\n    # via x\nsix==1.16.0 {H}\n"))
-    assert [(r.name, r.version, r.line) for r in reqs] == [("py-test", "8.3.3", 2), ("six", "1.16.0", 5)]
+    reqs = read_lock(
+        src(tmp_path, f"# c\nPy_Test==8.3.3 \\\n    {H}\n    # via x\nsix==1.16.0 {H}\n")
+    )
+    assert [(r.name, r.version, r.line) for r in reqs] == [
+        ("py-test", "8.3.3", 2),
+        ("six", "1.16.0", 5),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -70,14 +77,22 @@ def test_bare_python_version_means_the_series():
 @pytest.mark.parametrize(
     ("stderr", "kind", "needle"),
     [
-        (b"error: Failed to download `six==1.16.0`\n  Caused by: Hash mismatch for `six==1.16.0`",
-         ConfigError, "hash mismatch for six==1.16.0"),
-        (b"error: Request failed after 3 retries\n  Caused by: tcp connect error: Connection refused",
-         InfraError, "package index cannot be reached"),
+        (
+            b"error: Failed to download `six==1.16.0`\n"
+            b"  Caused by: Hash mismatch for `six==1.16.0`",
+            ConfigError,
+            "hash mismatch for six==1.16.0",
+        ),
+        (
+            b"error: Request failed after 3 retries\n"
+            b"  Caused by: tcp connect error: Connection refused",
+            InfraError,
+            "package index cannot be reached",
+        ),
         (b"x No solution found when resolving dependencies", ConfigError, "cannot be installed"),
         (b"error: something else", InfraError, "failed"),
     ],
-)  # fmt: skip
+)
 def test_uv_failures_are_classified(tmp_path, stderr, kind, needle):
     err = classify_uv_failure(src(tmp_path, "x"), "building", stderr)
     assert type(err) is kind
@@ -95,7 +110,9 @@ def test_red_counts_only_when_tests_ran_and_failed():
     failed = Verdict(outcome=Outcome.FAIL, failure_type=FailureType.TEST_FAILURE, tests_run=3)
     assert red_problem(_result(failed, "FAILED tests/test_x.py::test_a")) is None
     assert "could not be collected" in red_problem(
-        _result(failed, "ERROR collecting tests/test_x.py\nModuleNotFoundError: No module named 'six'")
+        _result(
+            failed, "ERROR collecting tests/test_x.py\nModuleNotFoundError: No module named 'six'"
+        )
     )
     none_ran = Verdict(outcome=Outcome.FAIL, failure_type=FailureType.TEST_FAILURE, tests_run=0)
     assert "no test ran" in red_problem(_result(none_ran))
@@ -108,16 +125,24 @@ def test_red_counts_only_when_tests_ran_and_failed():
 def test_phase_views_keep_the_agent_env_off_path_and_out_of_the_verifier():
     from harness.env.model import BuiltEnv, EnvIdentity
 
-    ident = EnvIdentity(implementation="cpython", version="3.11.2", soabi="s", platform="p",
-                        distributions={})  # fmt: skip
-    case = BuiltEnv(digest="sha256:" + "1" * 64, identity=ident, prefix="/c", interpreter="/usr/bin/python3",
-                    fingerprint="f", build_key="k")  # fmt: skip
+    ident = EnvIdentity(
+        implementation="cpython", version="3.11.2", soabi="s", platform="p", distributions={}
+    )
+    case = BuiltEnv(
+        digest="sha256:" + "1" * 64,
+        identity=ident,
+        prefix="/c",
+        interpreter="/usr/bin/python3",
+        fingerprint="f",
+        build_key="k",
+    )
     agent = case.model_copy(update={"digest": "sha256:" + "2" * 64, "prefix": "/a"})
     view = phase_view(case, agent, "agent")
     assert view is not None
     assert view.path_prefix == ("/opt/harness/env/111111111111/bin",)
     assert {(m.source, m.target) for m in view.mounts} == {
-        ("/c", "/opt/harness/env/111111111111"), ("/a", "/opt/harness/agent-env")
+        ("/c", "/opt/harness/env/111111111111"),
+        ("/a", "/opt/harness/agent-env"),
     }
     verifier = phase_view(case, agent, "verifier")
     assert verifier is not None and [m.source for m in verifier.mounts] == ["/c"]

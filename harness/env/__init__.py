@@ -2,7 +2,7 @@
 
 from harness.env.build import build_env, cache_root, find_interpreter
 from harness.env.lock import read_lock
-from harness.env.model import BuiltEnv, EnvIdentity, EnvSource, Environment
+from harness.env.model import BuiltEnv, EnvIdentity, Environment, EnvSource
 
 __all__ = [
     "BuiltEnv",

@@ -107,7 +107,12 @@ def uv_binary() -> str:
 def _describe(path: str) -> Interpreter | None:
     try:
         done = _proc.run(
-            [path, "-I", "-c", "import platform,sys;print(platform.python_version());print(sys.version)"],
+            [
+                path,
+                "-I",
+                "-c",
+                "import platform,sys;print(platform.python_version());print(sys.version)",
+            ],
             timeout=30,
         )
     except InfraError:
@@ -244,11 +249,36 @@ def build_env(src: EnvSource) -> BuiltEnv:
     tmp = root / f".build-{short(key, 24)}-{os.getpid()}-{time.monotonic_ns()}"
     try:
         what = f"building environment {src.field} of {src.file}"
-        _uv(src, ["venv", "-q", "--relocatable", "--no-python-downloads", "--python",
-                  interp.path, str(tmp)], what)  # fmt: skip
-        _uv(src, ["pip", "install", "-q", "--python", str(tmp / "bin" / "python"),
-                  "--require-hashes", "--compile-bytecode", "--link-mode", "copy",
-                  "-r", str(src.lock_path)], what)  # fmt: skip
+        _uv(
+            src,
+            [
+                "venv",
+                "-q",
+                "--relocatable",
+                "--no-python-downloads",
+                "--python",
+                interp.path,
+                str(tmp),
+            ],
+            what,
+        )
+        _uv(
+            src,
+            [
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(tmp / "bin" / "python"),
+                "--require-hashes",
+                "--compile-bytecode",
+                "--link-mode",
+                "copy",
+                "-r",
+                str(src.lock_path),
+            ],
+            what,
+        )
         identity = probe(str(tmp / "bin" / "python"), what)
         if prefix.exists():
             shutil.rmtree(prefix, ignore_errors=True)
@@ -295,7 +325,21 @@ def compile_lock(src: EnvSource) -> Path:
     interp = find_interpreter(src)
     out = src.lock_path
     out.parent.mkdir(parents=True, exist_ok=True)
-    _uv(src, ["pip", "compile", "-q", "--generate-hashes", "--no-header", "--python",
-              interp.path, str(req), "-o", str(out)], f"locking {req}")  # fmt: skip
+    _uv(
+        src,
+        [
+            "pip",
+            "compile",
+            "-q",
+            "--generate-hashes",
+            "--no-header",
+            "--python",
+            interp.path,
+            str(req),
+            "-o",
+            str(out),
+        ],
+        f"locking {req}",
+    )
     read_lock(src)
     return out

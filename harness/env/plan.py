@@ -39,7 +39,7 @@ __all__ = [
 
 
 def case_env_source(project: Project | None, lc: LoadedCase) -> EnvSource | None:
-    """The environment ``lc`` runs in: its own, else the project's default, else none."""
+    """Return the environment ``lc`` runs in: its own, else the project's default, or none."""
     if lc.case.environment is not None:
         return EnvSource(
             spec=lc.case.environment, base=lc.dir, file=lc.dir / CASE_FILE, field="environment"
@@ -55,7 +55,7 @@ def case_env_source(project: Project | None, lc: LoadedCase) -> EnvSource | None
 
 
 def agent_env_source(project: Project, name: str, release: Release) -> EnvSource | None:
-    """The agent environment release ``name`` declares, if any."""
+    """Return the agent environment release ``name`` declares, if any."""
     spec = release.agent.environment
     if spec is None:
         return None
@@ -77,7 +77,7 @@ class PreparedEnvs:
     """release name → its agent environment."""
 
     def system_entry(self, release: str, case_ids: Iterable[str]) -> dict[str, object]:
-        """What enters release ``release``'s system definition (empty without environments)."""
+        """Return what enters ``release``'s system definition (empty without environments)."""
         out: dict[str, object] = {}
         cases = {c: self.cases[c].digest for c in sorted(case_ids) if c in self.cases}
         if cases:
@@ -134,9 +134,12 @@ def phase_view(
     *,
     in_image: bool = False,
 ) -> SealedView | None:
-    """The sealed view of one phase: the case environment first on ``PATH``; in the agent
-    phase also the agent environment at its fixed path. ``in_image``: the image already
-    holds the environments (docker layers), so nothing is mounted."""
+    """Return the sealed view of one phase.
+
+    The case environment is first on ``PATH``; in the agent phase the agent environment is
+    also mounted at its fixed path. ``in_image``: the image already holds the environments
+    (docker layers), so nothing is mounted.
+    """
     mounts: list[ViewMount] = []
     prefix: list[str] = []
     env: dict[str, str] = {}

@@ -25,8 +25,8 @@ from harness.cases.load import LoadedCase
 from harness.cases.validate import ValidationResult, validate_case
 from harness.digest import digest_json, short
 from harness.env.plan import PreparedEnvs, prepare_envs
-from harness.project import Project
 from harness.errors import InfraError
+from harness.project import Project
 from harness.records import FailureType, Outcome
 from harness.sandbox.base import Sandbox
 
@@ -106,11 +106,14 @@ def preflight(
         if problem is not None:
             excerpt = " ".join(result.red_excerpt.split())[-500:]
             ident = env.identity
-            dists = ", ".join(f"{n}=={d['version']}" for n, d in sorted(ident.distributions.items()))
+            dists = ", ".join(
+                f"{n}=={d['version']}" for n, d in sorted(ident.distributions.items())
+            )
             raise InfraError(
                 f"preflight: case {lc.id} v{lc.version} does not validate in environment "
                 f"{short(env.digest)} ({ident.implementation} {ident.version}; {dists}): "
-                f"{problem}" + (f" · red output: {excerpt}" if excerpt else "")
+                f"{problem}"
+                + (f" · red output: {excerpt}" if excerpt else "")
                 + " · no trial was run",
                 reason="preflight_failed",
             )
@@ -118,13 +121,20 @@ def preflight(
         part = stamp.with_suffix(".part")
         part.write_text(
             json.dumps(
-                {"case": lc.id, "version": lc.version, "case_digest": lc.digest,
-                 "environment": env.digest, "backend": backend, "image": image,
-                 "red": result.red.reason if result.red else None,
-                 "green": result.green.reason if result.green else None},
-                indent=2, sort_keys=True,
+                {
+                    "case": lc.id,
+                    "version": lc.version,
+                    "case_digest": lc.digest,
+                    "environment": env.digest,
+                    "backend": backend,
+                    "image": image,
+                    "red": result.red.reason if result.red else None,
+                    "green": result.green.reason if result.green else None,
+                },
+                indent=2,
+                sort_keys=True,
             )
-        )  # fmt: skip
+        )
         part.replace(stamp)
         done.append(lc.id)
     return done
@@ -136,8 +146,10 @@ def validate_in_envs(
     sandbox: Sandbox,
     downgrade: frozenset[str] = frozenset(),
 ) -> list[ValidationResult]:
-    """``harness cases validate``: build the cases' environments, then prove each case in
-    its own; a red that ran no test (a collection or import error) is reported broken."""
+    """Build the cases' environments, then prove each case in its own (``cases validate``).
+
+    A red that ran no test (a collection or import error) is reported broken.
+    """
     envs = prepare_envs(project, cases, {})
     out: list[ValidationResult] = []
     for lc in cases:
