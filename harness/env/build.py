@@ -185,6 +185,9 @@ def classify_uv_failure(src: EnvSource, what: str, stderr: bytes) -> Exception:
 def _uv(src: EnvSource, argv: list[str], what: str) -> None:
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)  # never install into the harness's own venv
+    # Trust the system's certificate store, as pip and curl do: behind a TLS-inspecting
+    # proxy uv's bundled roots reject the index (and a user can still set it to 0).
+    env.setdefault("UV_NATIVE_TLS", "1")
     done = _proc.run([uv_binary(), *argv], env=env, timeout=_UV_TIMEOUT)
     if not done.ok:
         raise classify_uv_failure(src, what, done.stderr + done.stdout)
