@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from harness.cases.load import LoadedCase
 from harness.cases.validate import ValidationResult, validate_case
 from harness.digest import digest_json, short
-from harness.env.plan import PreparedEnvs, prepare_envs
+from harness.env.plan import PreparedEnvs, prepare_envs, prepare_for_backend
 from harness.errors import InfraError
 from harness.project import Project
 from harness.records import FailureType, Outcome
@@ -150,11 +150,18 @@ def validate_in_envs(
 
     A red that ran no test (a collection or import error) is reported broken.
     """
-    envs = prepare_envs(project, cases, {})
+    images: dict[str, str] = {}
+    if sandbox.name == "docker":
+        from harness.run import case_images
+
+        envs, bases = prepare_for_backend(project, cases, {}, "docker")
+        images = case_images([lc for lc in cases if lc.id in bases], bases)
+    else:
+        envs = prepare_envs(project, cases, {})
     out: list[ValidationResult] = []
     for lc in cases:
         env = envs.cases.get(lc.id)
-        result = validate_case(lc, sandbox, downgrade, environment=env)
+        result = validate_case(lc, sandbox, downgrade, environment=env, image=images.get(lc.id))
         problem = red_problem(result) if result.status == "ok" else None
         if problem is not None:
             result = ValidationResult(
