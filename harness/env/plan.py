@@ -195,6 +195,8 @@ def merge_views(*views: SealedView | None) -> SealedView | None:
         env=env,
         endpoint=next(iter(endpoints), None),
     )
+
+
 def prepare_for_backend(
     project: Project,
     cases: Sequence[LoadedCase],

@@ -18,7 +18,6 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.cases.load import LoadedCase
