@@ -106,7 +106,7 @@ def test_bundled_style_run_records_env_digest_in_system_and_trials(tmp_path, loc
         root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "preflight: 1 case(s) validated" in done.stderr
+    assert "preflight: validating add-0 in environment" in done.stderr
     shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
     env_digest = shown["release"]["system"]["environments"]["add-0"]
     assert env_digest.startswith("sha256:")
