@@ -123,6 +123,11 @@ def plan_run(
     backend = backend or project.file.backend
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
+    # Bad input first: the policy is read before anything is built.
+    loaded_policy = _policy(project)
+    policy = loaded_policy.policy if loaded_policy is not None else None
+    pol_digest = loaded_policy.digest if loaded_policy is not None else None
+    pol_file = loaded_policy.file_digest if loaded_policy is not None else None
     sysdef = project.system_definition(release_name, ts_digest, __version__)
     envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
     sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
@@ -130,10 +135,6 @@ def plan_run(
     if images:
         sysdef["case_images"] = images
     sys_digest = digest_json(sysdef)
-    loaded_policy = _policy(project)
-    policy = loaded_policy.policy if loaded_policy is not None else None
-    pol_digest = loaded_policy.digest if loaded_policy is not None else None
-    pol_file = loaded_policy.file_digest if loaded_policy is not None else None
     pol = policy.model_dump(mode="json") if policy is not None else None
 
     base: Baseline | None = None
