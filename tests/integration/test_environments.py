@@ -410,3 +410,24 @@ def test_agent_environment_only_in_agent_phase_case_env_first_on_path(tmp_path, 
     assert trial["agent_environment_digest"] == system["agent_environment"]
     assert trial["environment_digest"] == system["environments"]["add-0"]
     assert system["agent_environment"] != system["environments"]["add-0"]
+
+
+def test_env_lock_writes_hashed_pins_and_env_build_prints_the_digest(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    (root / "env" / "requirements.in").write_text("iniconfig==2.1.0\n")
+    text = (root / "harness.yaml").read_text()
+    (root / "harness.yaml").write_text(
+        text.replace("lock: env/requirements.lock}", "lock: env/requirements.lock, "
+                     "requirements: env/requirements.in}")
+    )  # fmt: skip
+    done = run(root, "env", "lock", cache=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "locked env/requirements.lock" in done.stdout
+    lock = (root / "env" / "requirements.lock").read_text()
+    assert "iniconfig==2.1.0" in lock and "--hash=sha256:" in lock
+    built = run(root, "env", "build", cache=tmp_path / "cache")
+    assert built.returncode == 0, built.stderr
+    assert "env/requirements.lock python 3." in built.stdout
+    (root / "env" / "requirements.lock").write_text("iniconfig==2.1.0\n")
+    refused = run(root, "env", "build", cache=tmp_path / "cache")
+    assert refused.returncode == 2 and "has no --hash" in refused.stderr
