@@ -8,6 +8,10 @@ bare subprocesses in a loop (copying the same starting tree to a temp dir per tr
     python bench/trial_overhead.py --cases 100 --k 5 --command python
     python bench/trial_overhead.py --cases 100 --k 5 --command true
 
+``--env LOCK`` adds a declared environment (that lock, e.g. ``env/requirements.lock``) to
+the golden set and runs the pipeline with and without it, to measure what mounting the
+environment and checking its fingerprint costs per trial (built once before timing).
+
 ``--command python`` uses ``python3 -c pass``-like commands (what real agents and verifiers
 start with); ``--command true`` isolates the fixed cost of the sandbox itself.
 """
@@ -37,10 +41,14 @@ COMMANDS = {
 }
 
 
-def build(root: Path, n: int, kind: str) -> None:
+def build(root: Path, n: int, kind: str, env_lock: Path | None = None) -> None:
     agent, verifier = COMMANDS[kind]
+    env = ""
+    if env_lock is not None:
+        shutil.copy(env_lock, root / "requirements.lock")
+        env = "environment: {lock: requirements.lock}\n"
     (root / "harness.yaml").write_text(
-        f"releases:\n  noop:\n    agent: {{adapter: command, command: {agent}}}\n"
+        f"{env}releases:\n  noop:\n    agent: {{adapter: command, command: {agent}}}\n"
     )
     for i in range(n):
         d = root / "cases" / f"noop-{i:03d}"
@@ -88,7 +96,11 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--command", choices=sorted(COMMANDS), default="python")
+    ap.add_argument("--env", type=Path, default=None, help="lock file of an environment")
     args = ap.parse_args()
+    if args.env is not None:
+        compare_env(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         build(root, args.cases, args.command)
@@ -104,6 +116,30 @@ def main() -> None:
     )
     print(f"harness local backend: {p:8.2f} s  ({1000 * p / trials:7.1f} ms/trial)")
     print(f"overhead ratio       : {p / b:8.2f}  (target <= 1.5)")
+
+
+def compare_env(args: argparse.Namespace) -> None:
+    trials = args.cases * args.k
+    times: dict[str, list[float]] = {"without": [], "with": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        plain, env = Path(tmp) / "plain", Path(tmp) / "env"
+        plain.mkdir()
+        env.mkdir()
+        build(plain, args.cases, args.command)
+        build(env, args.cases, args.command, args.env.resolve())
+        t = time.perf_counter()
+        plan_run(load_project(env), "noop", 1)  # builds the environment (cold or cached)
+        print(f"environment build/lookup: {time.perf_counter() - t:.2f} s")
+        for _ in range(2):  # alternate, so machine load hits both alike
+            times["without"].append(pipeline(plain, args.k))
+            times["with"].append(pipeline(env, args.k))
+    a, b = min(times["without"]), min(times["with"])
+    print(f"{trials} trials, commands={args.command}, one worker")
+    print(
+        f"without environment: {a:8.2f} s ({1000 * a / trials:7.1f} ms/trial)  {times['without']}"
+    )
+    print(f"with environment   : {b:8.2f} s ({1000 * b / trials:7.1f} ms/trial)  {times['with']}")
+    print(f"ratio with/without : {b / a:8.3f}  (target <= 1.10)")
 
 
 if __name__ == "__main__":

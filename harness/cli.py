@@ -226,7 +226,6 @@ class _RunView:
 
     def note(self, message: str) -> None:
         err.print(message, highlight=False)
-
     def started(self, plan: Any, run_id: str, done_before: int) -> None:
         err.print(
             f"run [bold]{run_id}[/] · release {self._release} · system "
@@ -615,11 +614,14 @@ def images() -> None:
 def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     """Build each case's image (base image + starting tree); a no-op when unchanged."""
     from harness.cases.load import load_cases
+    from harness.env.plan import prepare_for_backend
     from harness.project import load_project
     from harness.run import case_images
 
     project = load_project(project_dir)
-    built = case_images([lc for lc in load_cases(project.cases_dir, only or None) if lc.active])
+    active = [lc for lc in load_cases(project.cases_dir, only or None) if lc.active]
+    _, env_bases = prepare_for_backend(project, active, {}, "docker")
+    built = case_images(active, env_bases)
     for cid, image_id in sorted(built.items()):
         out.print(f"{cid}: {image_id}", highlight=False)
 
@@ -629,7 +631,7 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
 
 @main.group("env")
 def env_group() -> None:
-    """Declared Python environments of cases and agents (see docs/environments.md)."""
+    """Lock and build the declared Python environments (see docs/environments.md)."""
 
 
 @env_group.command("lock")

@@ -15,15 +15,32 @@ tree goes in with ``put_archive`` on a created (never started) container, then `
 from __future__ import annotations
 
 import io
+import json
+import re
+import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
-from harness.digest import digest_json, short, tree_digest
-from harness.errors import CaseError, SandboxUnavailableError
+from packaging.specifiers import SpecifierSet
+
+from harness.digest import digest_file, digest_json, short, tree_digest
+from harness.env.build import cache_root, uv_binary
+from harness.env.lock import read_lock
+from harness.env.model import ENV_MOUNT_ROOT, BuiltEnv, EnvSource
+from harness.env.probe import PROBE, env_digest, parse_probe
+from harness.errors import CaseError, ConfigError, InfraError, SandboxUnavailableError
 from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image
 
-__all__ = ["CASE_REPOSITORY", "build_case_image", "case_image_tag"]
+__all__ = [
+    "CASE_REPOSITORY",
+    "ENV_REPOSITORY",
+    "build_case_image",
+    "build_env_image",
+    "case_image_tag",
+    "fetch_wheels",
+]
 
 CASE_REPOSITORY = "harness-case"
 _LAYOUT = 2
@@ -116,3 +133,260 @@ def build_case_image(client: Any, base_image: str, case_dir_tree: Path, case_dig
             if ctr is not None:
                 ctr.remove(force=True)
     return str(image.id)
+
+
+# --------------------------------------------------------------------------- environments
+
+ENV_REPOSITORY = "harness-env"
+_ENV_LAYOUT = 1
+_BUILD = "/tmp/harness-env-build"
+_ENV_BUILT = "harness.env.built"
+_IMAGE_PROBE = (
+    "import json,platform,sys,sysconfig;print(json.dumps({'version':platform.python_version(),"
+    "'machine':platform.machine(),'libc':platform.libc_ver(),'exe':sys.executable,"
+    "'nodot':sysconfig.get_config_var('py_version_nodot')}))"
+)
+
+
+def _exec(ctr: Any, argv: list[str], what: str, env: dict[str, str] | None = None) -> bytes:
+    with engine_errors(what, "image_build_failed"):
+        code, out = ctr.exec_run(argv, user="0", environment=env or {}, demux=False)
+    if code != 0:
+        raise SandboxUnavailableError(
+            f"docker: {what} failed (exit {code}): "
+            + bytes(out or b"")[-800:].decode(errors="replace"),
+            reason="image_build_failed",
+        )
+    return bytes(out or b"")
+
+
+def _build_tar(uv: Path, lock: Path, wheels: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, name in [(uv, "uv"), (lock, "requirements.lock")] + [
+            (w, f"wheels/{w.name}") for w in sorted(wheels.iterdir())
+        ]:
+            info = tar.gettarinfo(str(path), f"{_BUILD.lstrip('/')}/{name}")
+            info.uid = info.gid = 0
+            with path.open("rb") as fh:
+                tar.addfile(info, fh)
+    return buf.getvalue()
+
+
+def build_env_image(client: Any, base_image: str, src: EnvSource) -> tuple[str, BuiltEnv]:
+    """Build (or reuse) ``base_image`` + the environment ``src`` as an image layer.
+
+    The wheels are fetched on the host for the image's own interpreter (its version, ABI,
+    glibc and machine), then installed offline inside a build container without network
+    (containers cannot reach a package index) with the same uv and the same identity probe
+    as a local build, at ``/opt/harness/env/<12 hex of the digest>``. The image is tagged
+    ``harness-env:<key>`` and labelled with the built environment, so a rebuild with the
+    same inputs is a no-op.
+
+    Raises:
+        ConfigError: bad lock, an image interpreter outside the constraint, a missing
+            system package, a hash mismatch.
+        InfraError: the package index is unreachable; the engine failed.
+    """
+    read_lock(src)
+    base = find_image(client, base_image)
+    if base is None:
+        raise SandboxUnavailableError(
+            f"docker: base image {base_image!r} is missing (build it with ci/docker-up.sh)",
+            reason="image_missing",
+        )
+    inputs = digest_json(
+        {
+            "base": base.id,
+            "layout": _ENV_LAYOUT,
+            "lock": digest_file(src.lock_path),
+            "python": src.spec.python,
+            "system_packages": list(src.spec.system_packages),
+        }
+    )
+    tag = f"{ENV_REPOSITORY}:{short(inputs)}"
+    existing = find_image(client, tag)
+    labels = (existing.labels or {}) if existing is not None else {}
+    if existing is not None and labels.get(_INPUTS) == inputs and _ENV_BUILT in labels:
+        return str(existing.id), BuiltEnv.model_validate_json(labels[_ENV_BUILT])
+    t0 = time.monotonic()
+    ctr = None
+    with engine_errors(f"building {tag} from {base_image}", "image_build_failed"):
+        try:
+            ctr = client.containers.run(
+                base.id,
+                ["infinity"],
+                entrypoint=["sleep"],
+                detach=True,
+                network_mode="none",
+                labels={LABEL: "1", "harness.role": "env-build"},
+                user="0",
+            )
+            built = _install_env(ctr, src, inputs, tag)
+            built = built.model_copy(update={"build_seconds": round(time.monotonic() - t0, 3)})
+            cfg = base.attrs.get("Config") or {}
+            image = ctr.commit(
+                repository=ENV_REPOSITORY,
+                tag=short(inputs),
+                conf={
+                    "Labels": {
+                        **(base.labels or {}),
+                        LABEL: "1",
+                        _INPUTS: inputs,
+                        _ENV_BUILT: built.model_dump_json(),
+                        "harness.env.digest": built.digest,
+                    },
+                    "Cmd": cfg.get("Cmd"),
+                    "Entrypoint": cfg.get("Entrypoint"),
+                },
+            )
+        finally:
+            if ctr is not None:
+                ctr.remove(force=True)
+    return str(image.id), built
+
+
+def _install_env(ctr: Any, src: EnvSource, inputs: str, tag: str) -> BuiltEnv:
+    info = json.loads(_exec(ctr, ["python3", "-I", "-c", _IMAGE_PROBE], f"{tag}: probing python3"))
+    if not SpecifierSet(src.spec.python).contains(info["version"], prereleases=True):
+        raise ConfigError(
+            f"the image's python3 is {info['version']}, outside the constraint {src.spec.python!r}",
+            file=src.file,
+            field=f"{src.field}.python",
+        )
+    if src.spec.system_packages:
+        out = ctr.exec_run(
+            ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n", *src.spec.system_packages],
+            user="0",
+        )[1].decode(errors="replace")
+        have = {ln.split()[0] for ln in out.splitlines() if ln.split()[1:2] == ["ii"]}
+        missing = [p for p in src.spec.system_packages if p not in have]
+        if missing:
+            raise ConfigError(
+                f"the image lacks system package(s) {', '.join(missing)} (containers cannot "
+                "install them here: add them to the base image)",
+                file=src.file,
+                field=f"{src.field}.system_packages",
+            )
+    wheels = fetch_wheels(src, info)
+    with engine_errors(f"{tag}: copying wheels", "image_build_failed"):
+        if not ctr.put_archive("/", _build_tar(Path(uv_binary()), src.lock_path, wheels)):
+            raise SandboxUnavailableError(
+                f"docker: {tag}: archive refused", reason="image_build_failed"
+            )
+    stage = f"{ENV_MOUNT_ROOT}/.build"
+    uv = f"{_BUILD}/uv"
+    uv_env = {"UV_CACHE_DIR": f"{_BUILD}/cache", "UV_NO_CONFIG": "1"}
+    _exec(
+        ctr,
+        [
+            uv,
+            "venv",
+            "-q",
+            "--relocatable",
+            "--no-python-downloads",
+            "--python",
+            info["exe"],
+            stage,
+        ],
+        f"{tag}: uv venv",
+        uv_env,
+    )
+    _exec(
+        ctr,
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--offline",
+            "--no-index",
+            "--find-links",
+            f"{_BUILD}/wheels",
+            "--require-hashes",
+            "--compile-bytecode",
+            "--link-mode",
+            "copy",
+            "--python",
+            f"{stage}/bin/python",
+            "-r",
+            f"{_BUILD}/requirements.lock",
+        ],
+        f"{tag}: offline install",
+        uv_env,
+    )
+    identity = parse_probe(
+        _exec(ctr, [f"{stage}/bin/python", "-I", "-c", PROBE], f"{tag}: probe"), tag
+    )
+    digest = env_digest(identity)
+    mount = f"{ENV_MOUNT_ROOT}/{short(digest)}"
+    _exec(ctr, ["sh", "-c", f"mv {stage} {mount} && rm -rf {_BUILD}"], f"{tag}: finishing")
+    return BuiltEnv(
+        digest=digest,
+        identity=identity,
+        prefix="",
+        interpreter=info["exe"],
+        fingerprint="",
+        build_key=inputs,
+    )
+
+
+def fetch_wheels(src: EnvSource, info: dict[str, Any]) -> Path:
+    """Download the lock's wheels for the image's interpreter into the harness cache.
+
+    Raises:
+        ConfigError: a hash mismatch or a pin without a wheel for that interpreter.
+        InfraError: the package index is unreachable.
+    """
+    from harness import _proc
+
+    machine, (libc, libc_version) = info["machine"], info["libc"]
+    platforms = [
+        f"{'manylinux' if libc == 'glibc' else 'linux'}_{libc_version.replace('.', '_')}_{machine}",
+        f"linux_{machine}",
+    ]
+    dest = cache_root() / "wheels" / short(digest_json([digest_file(src.lock_path), info]), 24)
+    dest.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+        "--python-version",
+        info["nodot"],
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{info['nodot']}",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        *[x for p in platforms for x in ("--platform", p)],
+        "-d",
+        str(dest),
+        "-r",
+        str(src.lock_path),
+    ]
+    done = _proc.run(argv, timeout=900)
+    if not done.ok:
+        text = (done.stderr + done.stdout).decode(errors="replace")
+        if "No module named pip" in text:
+            raise InfraError("pip is needed to fetch wheels for the image", reason="pip_missing")
+        if "DO NOT MATCH THE HASHES" in text:
+            raise ConfigError(f"hash mismatch: {' '.join(text.split())[-500:]}", file=src.lock_path)
+        if re.search(r"No matching distribution|Could not find a version", text):
+            raise ConfigError(
+                f"no wheel for the image's interpreter: {' '.join(text.split())[-500:]}",
+                file=src.lock_path,
+            )
+        raise InfraError(
+            f"fetching wheels for the image: the package index cannot be reached or pip "
+            f"failed: {' '.join(text.split())[-500:]}",
+            reason="package_index_unreachable",
+        )
+    return dest

@@ -26,7 +26,7 @@ from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
-from harness.env.plan import PreparedEnvs, prepare_envs
+from harness.env.plan import PreparedEnvs, prepare_for_backend
 from harness.errors import ConfigError, InfraError, InvalidRunError, LockMismatchError
 from harness.executors import Executor
 from harness.policy import LoadedPolicy, Policy, load_policy
@@ -126,17 +126,18 @@ def plan_run(
     backend = backend or project.file.backend
     cases = load_locked_cases(project, only)
     ts_digest = task_set_digest(project.file.task_set, cases)
-    sysdef = project.system_definition(release_name, ts_digest, __version__)
-    envs = prepare_envs(project, cases, {release_name: release})  # before the first trial
-    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
-    images = case_images(cases) if backend == "docker" else {}
-    if images:
-        sysdef["case_images"] = images
-    sys_digest = digest_json(sysdef)
+    # Bad input first: the policy is read before anything is built.
     loaded_policy = _policy(project)
     policy = loaded_policy.policy if loaded_policy is not None else None
     pol_digest = loaded_policy.digest if loaded_policy is not None else None
     pol_file = loaded_policy.file_digest if loaded_policy is not None else None
+    sysdef = project.system_definition(release_name, ts_digest, __version__)
+    envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
+    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
+    images = case_images(cases, env_bases) if backend == "docker" else {}
+    if images:
+        sysdef["case_images"] = images
+    sys_digest = digest_json(sysdef)
     pol = policy.model_dump(mode="json") if policy is not None else None
 
     base: Baseline | None = None
@@ -159,7 +160,9 @@ def plan_run(
         base_def.pop("case_images", None)
         for key in ("environments", "agent_environment"):
             base_def.pop(key, None)
-        envs.agents.update(prepare_envs(project, (), {baseline: base_release}).agents)
+        envs.agents.update(
+            prepare_for_backend(project, (), {baseline: base_release}, backend)[0].agents
+        )
         base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
         if images:
             base_def["case_images"] = images
@@ -254,12 +257,15 @@ def _arm_plans(
     return plans
 
 
-def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
+def case_images(
+    cases: Sequence[LoadedCase], bases: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Build (or reuse, when the inputs are unchanged) the Docker image of each case.
 
     A case image is the agent phase's base image plus the case's starting tree, so each
     trial starts its containers from image layers instead of copying the repository.
     Cases whose two phases name different images get none (the tree is copied in).
+    ``bases`` maps a case to the image to build on instead (its environment's layer).
     """
     import tempfile
 
@@ -277,9 +283,8 @@ def case_images(cases: Sequence[LoadedCase]) -> dict[str, str]:
             with tempfile.TemporaryDirectory(prefix=owned_prefix("image")) as tmp:
                 tree = Path(tmp) / "tree"
                 materialize(lc, tree)
-                out[lc.id] = build_case_image(
-                    client, contract.agent.image or DEFAULT_IMAGE, tree, lc.digest
-                )
+                base = (bases or {}).get(lc.id) or contract.agent.image or DEFAULT_IMAGE
+                out[lc.id] = build_case_image(client, base, tree, lc.digest)
     finally:
         client.close()
     return out
@@ -427,12 +432,13 @@ def check_system_unchanged(
         raise InvalidRunError(f"case content changed during the run: {', '.join(changed)}")
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
-    now_envs = prepare_envs(
-        project, cases, {record.release: project.release(record.release)}, verify=True
-    )
+    now_envs, bases = prepare_for_backend(
+        project, cases, {record.release: project.release(record.release)}, record.backend,
+        verify=True,
+    )  # fmt: skip
     sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
-        sysdef["case_images"] = case_images(cases)
+        sysdef["case_images"] = case_images(cases, bases)
     digest = digest_json(sysdef)
     if digest != record.system_digest:
         raise InvalidRunError(
@@ -653,19 +659,11 @@ def run_release(
 
 def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
     """Prove each (case, environment) pair red and green before the first trial."""
-    from harness.env.preflight import preflight
-    from harness.sandbox.registry import get_backend
+    from harness.env.preflight import preflight_run
 
-    if not plan.envs.cases:
-        return
-    done = preflight(
-        plan.cases,
-        plan.envs,
-        sandbox=get_backend(plan.record.backend),
-        backend=plan.record.backend,
-        store_dir=project.store_dir,
-        images=plan.record.system.get("case_images", {}),
-        downgrade=frozenset(plan.record.downgrade),
+    done = preflight_run(
+        project,
+        plan,
         on_case=lambda cid, env: obs.note(
             f"preflight: validating {cid} in environment {env[7:19]}"
         ),

@@ -32,7 +32,7 @@ from support import harness
 from harness.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT_PARTS = ("harness.yaml", "policy.yaml", "cases", "orchestration", "baselines")
+PROJECT_PARTS = ("harness.yaml", "policy.yaml", "cases", "orchestration", "baselines", "env")
 
 HARNESS = "harness.yaml"
 POLICY = "policy.yaml"

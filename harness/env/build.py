@@ -55,7 +55,7 @@ _SEARCH = ("/usr/bin", "/usr/local/bin")
 _UV_TIMEOUT = 900.0
 
 # uv's wording (0.4 … 0.13) for the failures that are the user's or the network's.
-_HASH_MISMATCH = re.compile(r"hash mismatch for `?([A-Za-z0-9._-]+)", re.I)
+_HASH_MISMATCH = re.compile(r"hash mismatch for `?([A-Za-z0-9._-]+(?:==[^`\s]+)?)", re.I)
 _UNRESOLVABLE = re.compile(
     r"no solution found|because .* was not found in the package registry|"
     r"no matching distribution|not found in the package registry",
@@ -185,6 +185,9 @@ def classify_uv_failure(src: EnvSource, what: str, stderr: bytes) -> Exception:
 def _uv(src: EnvSource, argv: list[str], what: str) -> None:
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)  # never install into the harness's own venv
+    # Trust the system's certificate store, as pip and curl do: behind a TLS-inspecting
+    # proxy uv's bundled roots reject the index (and a user can still set it to 0).
+    env.setdefault("UV_NATIVE_TLS", "1")
     done = _proc.run([uv_binary(), *argv], env=env, timeout=_UV_TIMEOUT)
     if not done.ok:
         raise classify_uv_failure(src, what, done.stderr + done.stdout)
@@ -249,11 +252,36 @@ def build_env(src: EnvSource) -> BuiltEnv:
     tmp = root / f".build-{short(key, 24)}-{os.getpid()}-{time.monotonic_ns()}"
     try:
         what = f"building environment {src.field} of {src.file}"
-        _uv(src, ["venv", "-q", "--relocatable", "--no-python-downloads", "--python",
-                  interp.path, str(tmp)], what)  # fmt: skip
-        _uv(src, ["pip", "install", "-q", "--python", str(tmp / "bin" / "python"),
-                  "--require-hashes", "--compile-bytecode", "--link-mode", "copy",
-                  "-r", str(src.lock_path)], what)  # fmt: skip
+        _uv(
+            src,
+            [
+                "venv",
+                "-q",
+                "--relocatable",
+                "--no-python-downloads",
+                "--python",
+                interp.path,
+                str(tmp),
+            ],
+            what,
+        )
+        _uv(
+            src,
+            [
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                str(tmp / "bin" / "python"),
+                "--require-hashes",
+                "--compile-bytecode",
+                "--link-mode",
+                "copy",
+                "-r",
+                str(src.lock_path),
+            ],
+            what,
+        )
         identity = probe(str(tmp / "bin" / "python"), what)
         if prefix.exists():
             shutil.rmtree(prefix, ignore_errors=True)
@@ -300,7 +328,21 @@ def compile_lock(src: EnvSource) -> Path:
     interp = find_interpreter(src)
     out = src.lock_path
     out.parent.mkdir(parents=True, exist_ok=True)
-    _uv(src, ["pip", "compile", "-q", "--generate-hashes", "--no-header", "--python",
-              interp.path, str(req), "-o", str(out)], f"locking {req}")  # fmt: skip
+    _uv(
+        src,
+        [
+            "pip",
+            "compile",
+            "-q",
+            "--generate-hashes",
+            "--no-header",
+            "--python",
+            interp.path,
+            str(req),
+            "-o",
+            str(out),
+        ],
+        f"locking {req}",
+    )
     read_lock(src)
     return out

@@ -45,7 +45,8 @@ def lock_all(project: Project) -> Iterator[str]:
             yield f"skipped {src.spec.lock} ({who}): no `requirements` declared"
             continue
         path = compile_lock(src)
-        yield f"locked {path.relative_to(project.root) if path.is_relative_to(project.root) else path} ({who})"
+        shown = path.relative_to(project.root) if path.is_relative_to(project.root) else path
+        yield f"locked {shown} ({who})"
 
 
 def build_all(project: Project) -> Iterator[str]:

@@ -1,4 +1,4 @@
-"""Requirements locks: every distribution pinned by version and by hash.
+r"""Requirements locks: every distribution pinned by version and by hash.
 
 A lock is pip/uv requirements syntax as ``uv pip compile --generate-hashes`` writes it::
 
@@ -25,8 +25,14 @@ from harness.errors import ConfigError
 __all__ = ["LockedRequirement", "read_lock"]
 
 _HASH = re.compile(r"--hash[= ](sha256|sha384|sha512):([0-9a-f]+)")
-_ALLOWED_OPTIONS = ("--index-url", "--extra-index-url", "--find-links", "--no-binary",
-                    "--only-binary", "--prefer-binary")  # fmt: skip
+_ALLOWED_OPTIONS = (
+    "--index-url",
+    "--extra-index-url",
+    "--find-links",
+    "--no-binary",
+    "--only-binary",
+    "--prefer-binary",
+)
 
 
 @dataclass(frozen=True)

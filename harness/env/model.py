@@ -113,7 +113,7 @@ class EnvIdentity(_Frozen):
     the same interpreter release packaged twice (host and image) keeps one identity."""
 
     def digest_input(self) -> dict[str, object]:
-        """The part of the identity the digest covers."""
+        """Return the part of the identity the digest covers."""
         return self.model_dump(mode="json", exclude={"build"})
 
 

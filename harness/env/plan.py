@@ -14,7 +14,7 @@ time: a changed environment is an ``evaluator_error``, never the candidate's fau
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from harness.cases.load import CASE_FILE, LoadedCase
 from harness.env.build import build_env, probe
 from harness.env.model import AGENT_ENV_PATH, BuiltEnv, EnvSource
 from harness.env.probe import env_digest, fingerprint
-from harness.errors import EvaluatorError
+from harness.errors import ConfigError, EvaluatorError
 from harness.project import PROJECT_FILE, Project, Release
 from harness.sandbox.base import SealedView, ViewMount
 
@@ -31,13 +31,15 @@ __all__ = [
     "agent_env_source",
     "case_env_source",
     "check_envs",
+    "merge_views",
     "phase_view",
     "prepare_envs",
+    "prepare_for_backend",
 ]
 
 
 def case_env_source(project: Project | None, lc: LoadedCase) -> EnvSource | None:
-    """The environment ``lc`` runs in: its own, else the project's default, else none."""
+    """Return the environment ``lc`` runs in: its own, else the project's default, or none."""
     if lc.case.environment is not None:
         return EnvSource(
             spec=lc.case.environment, base=lc.dir, file=lc.dir / CASE_FILE, field="environment"
@@ -53,7 +55,7 @@ def case_env_source(project: Project | None, lc: LoadedCase) -> EnvSource | None
 
 
 def agent_env_source(project: Project, name: str, release: Release) -> EnvSource | None:
-    """The agent environment release ``name`` declares, if any."""
+    """Return the agent environment release ``name`` declares, if any."""
     spec = release.agent.environment
     if spec is None:
         return None
@@ -75,7 +77,7 @@ class PreparedEnvs:
     """release name → its agent environment."""
 
     def system_entry(self, release: str, case_ids: Iterable[str]) -> dict[str, object]:
-        """What enters release ``release``'s system definition (empty without environments)."""
+        """Return what enters ``release``'s system definition (empty without environments)."""
         out: dict[str, object] = {}
         cases = {c: self.cases[c].digest for c in sorted(case_ids) if c in self.cases}
         if cases:
@@ -132,9 +134,11 @@ def phase_view(
     *,
     in_image: bool = False,
 ) -> SealedView | None:
-    """The sealed view of one phase: the case environment first on ``PATH``; in the agent
-    phase also the agent environment at its fixed path. ``in_image``: the image already
-    holds the environments (docker layers), so nothing is mounted.
+    """Return the sealed view of one phase.
+
+    The case environment is first on ``PATH``; in the agent phase the agent environment is
+    also mounted at its fixed path. ``in_image``: the image already holds the environments
+    (docker layers), so nothing is mounted.
     """
     mounts: list[ViewMount] = []
     prefix: list[str] = []
@@ -170,3 +174,82 @@ def check_envs(envs: Mapping[str, BuiltEnv | None]) -> None:
                 f"{role} environment {built.digest} at {prefix} changed since it was built; "
                 "its digest no longer holds (rebuild with `harness env build`)"
             )
+
+
+def merge_views(*views: SealedView | None) -> SealedView | None:
+    """Combine the views of one phase (declared agent files, environments) in order."""
+    present = [v for v in views if v is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    endpoints = {v.endpoint for v in present if v.endpoint is not None}
+    if len(endpoints) > 1:
+        raise ValueError(f"a phase has one endpoint at most, got {sorted(endpoints)}")
+    env: dict[str, str] = {}
+    for v in present:
+        env.update(v.env)
+    return SealedView(
+        mounts=tuple(m for v in present for m in v.mounts),
+        path_prefix=tuple(p for v in present for p in v.path_prefix),
+        env=env,
+        endpoint=next(iter(endpoints), None),
+    )
+
+
+def prepare_for_backend(
+    project: Project,
+    cases: Sequence[LoadedCase],
+    releases: Mapping[str, Release],
+    backend: str,
+    *,
+    verify: bool = False,
+) -> tuple[PreparedEnvs, dict[str, str]]:
+    """Environments for ``backend``, and per case the image to build the case image on.
+
+    Local: prefixes on the host (:func:`prepare_envs`). Docker: each distinct environment
+    is an image layer over the case's base image (:func:`harness.images.build_env_image`);
+    the case image is then built on top of it, so the returned mapping is case id → base.
+
+    Raises:
+        ConfigError: bad environment input; on docker, an agent environment (not supported
+            there yet) or a case whose two phases name different images.
+        InfraError: the index is unreachable or a build failed.
+    """
+    if backend != "docker":
+        return prepare_envs(project, cases, releases, verify=verify), {}
+    for name, release in releases.items():
+        src = agent_env_source(project, name, release)
+        if src is not None:
+            raise ConfigError(
+                "agent environments are not supported on the docker backend yet "
+                "(run with --backend local)",
+                file=src.file,
+                field=src.field,
+            )
+    from harness.images import build_env_image
+    from harness.sandbox.docker import DEFAULT_IMAGE, connect
+
+    out, bases = PreparedEnvs(), {}
+    built: dict[tuple[str, Path, str], tuple[str, BuiltEnv]] = {}
+    client = connect()
+    try:
+        for lc in cases:
+            src = case_env_source(project, lc)
+            if src is None:
+                continue
+            contract = lc.case.contract
+            if contract.agent.image != contract.verifier.image:
+                raise ConfigError(
+                    "a case with an environment needs one image for both phases on docker",
+                    file=lc.dir / CASE_FILE,
+                    field="contract.verifier.image",
+                )
+            base = contract.agent.image or DEFAULT_IMAGE
+            key = (base, src.lock_path.resolve(), src.spec.python)
+            if key not in built:
+                built[key] = build_env_image(client, base, src)
+            bases[lc.id], out.cases[lc.id] = built[key]
+    finally:
+        client.close()
+    return out, bases

@@ -18,17 +18,21 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cases.load import LoadedCase
 from harness.cases.validate import ValidationResult, validate_case
 from harness.digest import digest_json, short
-from harness.env.plan import PreparedEnvs, prepare_envs
+from harness.env.plan import PreparedEnvs, prepare_envs, prepare_for_backend
 from harness.errors import InfraError
 from harness.project import Project
 from harness.records import FailureType, Outcome
 from harness.sandbox.base import Sandbox
 
-__all__ = ["PREFLIGHT_DIR", "preflight", "red_problem", "validate_in_envs"]
+if TYPE_CHECKING:
+    from harness.run import PlannedRun
+
+__all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "validate_in_envs"]
 
 PREFLIGHT_DIR = "preflight"
 # pytest/unittest wording for "the tests never ran": a module that cannot be imported.
@@ -116,13 +120,20 @@ def preflight(
         part = stamp.with_suffix(".part")
         part.write_text(
             json.dumps(
-                {"case": lc.id, "version": lc.version, "case_digest": lc.digest,
-                 "environment": env.digest, "backend": backend, "image": image,
-                 "red": result.red.reason if result.red else None,
-                 "green": result.green.reason if result.green else None},
-                indent=2, sort_keys=True,
+                {
+                    "case": lc.id,
+                    "version": lc.version,
+                    "case_digest": lc.digest,
+                    "environment": env.digest,
+                    "backend": backend,
+                    "image": image,
+                    "red": result.red.reason if result.red else None,
+                    "green": result.green.reason if result.green else None,
+                },
+                indent=2,
+                sort_keys=True,
             )
-        )  # fmt: skip
+        )
         part.replace(stamp)
         done.append(lc.id)
     return done
@@ -134,14 +145,22 @@ def validate_in_envs(
     sandbox: Sandbox,
     downgrade: frozenset[str] = frozenset(),
 ) -> list[ValidationResult]:
-    """``harness cases validate``: build the cases' environments, then prove each case in
-    its own; a red that ran no test (a collection or import error) is reported broken.
+    """Build the cases' environments, then prove each case in its own (``cases validate``).
+
+    A red that ran no test (a collection or import error) is reported broken.
     """
-    envs = prepare_envs(project, cases, {})
+    images: dict[str, str] = {}
+    if sandbox.name == "docker":
+        from harness.run import case_images
+
+        envs, bases = prepare_for_backend(project, cases, {}, "docker")
+        images = case_images([lc for lc in cases if lc.id in bases], bases)
+    else:
+        envs = prepare_envs(project, cases, {})
     out: list[ValidationResult] = []
     for lc in cases:
         env = envs.cases.get(lc.id)
-        result = validate_case(lc, sandbox, downgrade, environment=env)
+        result = validate_case(lc, sandbox, downgrade, environment=env, image=images.get(lc.id))
         problem = red_problem(result) if result.status == "ok" else None
         if problem is not None:
             result = ValidationResult(
@@ -149,3 +168,26 @@ def validate_in_envs(
             )
         out.append(result)
     return out
+
+
+def preflight_run(
+    project: Project,
+    plan: PlannedRun,
+    *,
+    on_case: Callable[[str, str], None] | None = None,
+) -> list[str]:
+    """Run :func:`preflight` for a planned run, on its backend and case images."""
+    if not plan.envs.cases:
+        return []
+    from harness.sandbox.registry import get_backend
+
+    return preflight(
+        plan.cases,
+        plan.envs,
+        sandbox=get_backend(plan.record.backend),
+        backend=plan.record.backend,
+        store_dir=project.store_dir,
+        images=plan.record.system.get("case_images", {}),
+        downgrade=frozenset(plan.record.downgrade),
+        on_case=on_case,
+    )

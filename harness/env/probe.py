@@ -71,7 +71,7 @@ def parse_probe(out: bytes, where: str) -> EnvIdentity:
 
 
 def env_digest(identity: EnvIdentity) -> str:
-    """The environment digest: interpreter, platform and installed distributions."""
+    """Return the environment digest: interpreter, platform, installed distributions."""
     return digest_json(identity.digest_input())
 
 

@@ -35,10 +35,22 @@ def _compile(tmp: Path, name: str, pins: str) -> Path:
     req.write_text(pins + "\n")
     out = tmp / name
     subprocess.run(
-        [uv_binary(), "pip", "compile", "-q", "--generate-hashes", "--no-header",
-         "--python", "/usr/bin/python3", str(req), "-o", str(out)],
-        check=True, env={**os.environ, "UV_CACHE_DIR": UV_CACHE},
-    )  # fmt: skip
+        [
+            uv_binary(),
+            "pip",
+            "compile",
+            "-q",
+            "--generate-hashes",
+            "--no-header",
+            "--python",
+            "/usr/bin/python3",
+            str(req),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        env={**os.environ, "UV_CACHE_DIR": UV_CACHE},
+    )
     return out
 
 
@@ -56,8 +68,13 @@ def run(root: Path, *args: str, cache: Path, extra_env: dict[str, str] | None = 
     env.update(XDG_CACHE_HOME=str(cache), UV_CACHE_DIR=UV_CACHE, **(extra_env or {}))
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
-        cwd=root, capture_output=True, text=True, timeout=600, env=env, check=False,
-    )  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
 
 
 def env_project(tmp: Path, lock_text: str, *, n: int = 1, python: str = ">=3.11") -> Path:
@@ -85,16 +102,27 @@ def trials(root: Path) -> list[Path]:
 def test_bundled_style_run_records_env_digest_in_system_and_trials(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
     lock_cases(root, tmp_path / "cache")
-    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "preflight: 1 case(s) validated" in done.stderr
+    assert "preflight: validating add-0 in environment" in done.stderr
     shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
     env_digest = shown["release"]["system"]["environments"]["add-0"]
     assert env_digest.startswith("sha256:")
     assert [t["environment_digest"] for t in shown["trials"]] == [env_digest]
     # A second run reuses the build and the preflight proof.
-    again = run(root, "run", "--release", "good", "--k", "1", "--no-report", "--fresh",
-                cache=tmp_path / "cache")  # fmt: skip
+    again = run(
+        root,
+        "run",
+        "--release",
+        "good",
+        "--k",
+        "1",
+        "--no-report",
+        "--fresh",
+        cache=tmp_path / "cache",
+    )
     assert again.returncode == 0, again.stderr
     assert "preflight" not in again.stderr
 
@@ -102,10 +130,14 @@ def test_bundled_style_run_records_env_digest_in_system_and_trials(tmp_path, loc
 def test_changed_pin_gives_new_system_digest_and_run_id(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
     lock_cases(root, tmp_path / "cache")
-    first = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    first = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert first.returncode == 0, first.stderr
     (root / "env" / "requirements.lock").write_text(locks["ini2.1"])
-    second = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    second = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert second.returncode == 0, second.stderr
     runs = sorted(p.name for p in (root / ".harness" / "runs").iterdir())
     assert len(runs) == 2, runs
@@ -123,7 +155,9 @@ def test_undeclared_package_does_not_pass(tmp_path, locks):
     hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
     hidden.write_text("import six\n" + hidden.read_text())
     lock_cases(root, tmp_path / "cache")
-    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "case add-0" in done.stderr and "does not validate in environment" in done.stderr
     assert "No module named" in done.stderr and "six" in done.stderr
@@ -135,9 +169,13 @@ def test_verifier_runner_missing_is_refused_before_trials_and_evaluator_error_in
 ):
     root = env_project(tmp_path, locks["ini2.0"])
     case_yaml = root / "cases" / "add-0" / "case.yaml"
-    case_yaml.write_text(case_yaml.read_text().replace("[python3, verify_hidden.py]", "[no-such-test-runner, -q]"))
+    case_yaml.write_text(
+        case_yaml.read_text().replace("[python3, verify_hidden.py]", "[no-such-test-runner, -q]")
+    )
     lock_cases(root, tmp_path / "cache")
-    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "case add-0" in done.stderr and "no trial was run" in done.stderr
     assert trials(root) == []
@@ -200,17 +238,23 @@ def test_environment_changed_since_build_is_evaluator_error(tmp_path, locks):
 
 def test_candidate_breaking_its_own_imports_in_a_validated_env_fails(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
-    text = (root / "harness.yaml").read_text().replace(
-        "  sleepy:\n",
-        "  breaker:\n"
-        "    agent: {adapter: command, command: [sh, -c, "
-        "\"printf 'import not_a_module\\\\n' | cat - $HARNESS_WORKSPACE/calc.py > /tmp/c && "
-        "cp /tmp/c $HARNESS_WORKSPACE/calc.py\"]}\n"
-        "  sleepy:\n",
+    text = (
+        (root / "harness.yaml")
+        .read_text()
+        .replace(
+            "  sleepy:\n",
+            "  breaker:\n"
+            "    agent: {adapter: command, command: [sh, -c, "
+            "\"printf 'import not_a_module\\\\n' | cat - $HARNESS_WORKSPACE/calc.py > /tmp/c && "
+            'cp /tmp/c $HARNESS_WORKSPACE/calc.py"]}\n'
+            "  sleepy:\n",
+        )
     )
     (root / "harness.yaml").write_text(text)
     lock_cases(root, tmp_path / "cache")
-    done = run(root, "run", "--release", "breaker", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "breaker", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
     [trial] = shown["trials"]
     assert trial["verdict"]["outcome"] == "fail", trial["verdict"]
@@ -233,16 +277,25 @@ def test_bad_environment_input_is_a_named_error_and_no_trial(tmp_path, locks, mu
         lock = "iniconfig==2.0.0\n"
     elif mutate == "badhash":
         lines = lock.splitlines()
-        lock = "\n".join(
-            line.split("sha256:")[0] + "sha256:" + "0" * 64 + (" \\" if line.endswith("\\") else "")
-            if "sha256:" in line else line
-            for line in lines
-        ) + "\n"  # fmt: skip
+        lock = (
+            "\n".join(
+                line.split("sha256:")[0]
+                + "sha256:"
+                + "0" * 64
+                + (" \\" if line.endswith("\\") else "")
+                if "sha256:" in line
+                else line
+                for line in lines
+            )
+            + "\n"
+        )
     elif mutate == "python":
         python = ">=3.99"
     root = env_project(tmp_path, lock, python=python)
     lock_cases(root, tmp_path / "cache")
-    done = run(root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert needle in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
@@ -254,10 +307,127 @@ def test_unreachable_package_index_blocks_with_exit_4(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.1"])
     lock_cases(root, tmp_path / "cache")
     done = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache",
-        extra_env={"UV_INDEX_URL": "http://127.0.0.1:9/simple", "UV_DEFAULT_INDEX":
-                   "http://127.0.0.1:9/simple", "UV_NO_CACHE": "1", "UV_OFFLINE": "0"},
-    )  # fmt: skip
+        root,
+        "run",
+        "--release",
+        "good",
+        "--k",
+        "1",
+        "--no-report",
+        cache=tmp_path / "cache",
+        extra_env={
+            "UV_INDEX_URL": "http://127.0.0.1:9/simple",
+            "UV_DEFAULT_INDEX": "http://127.0.0.1:9/simple",
+            "UV_NO_CACHE": "1",
+            "UV_OFFLINE": "0",
+        },
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     assert "package index cannot be reached" in done.stderr, done.stderr
     assert trials(root) == []
+
+
+@pytest.mark.docker
+def test_same_env_digest_and_verdicts_on_local_and_docker(tmp_path, locks):
+    """The verifier asserts it runs under the declared environment's interpreter."""
+    root = env_project(tmp_path, locks["ini2.0"], n=2)
+    for i in range(2):
+        hidden = root / "cases" / f"add-{i}" / "hidden" / "verify_hidden.py"
+        hidden.write_text(
+            "import sys\nassert sys.prefix.startswith('/opt/harness/env/'), sys.prefix\n"
+            "import iniconfig\n" + hidden.read_text()
+        )
+    lock_cases(root, tmp_path / "cache")
+    seen = {}
+    for backend in ("local", "docker"):
+        done = run(
+            root,
+            "run",
+            "--release",
+            "good",
+            "--k",
+            "1",
+            "--backend",
+            backend,
+            "--no-report",
+            cache=tmp_path / "cache",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs = sorted((root / ".harness" / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+        shown = json.loads(
+            run(root, "show", runs[-1].name, "--json", cache=tmp_path / "cache").stdout
+        )
+        seen[backend] = (
+            shown["release"]["system"]["environments"],
+            sorted(
+                (t["key"]["case_id"], t["verdict"]["outcome"], t["environment_digest"])
+                for t in shown["trials"]
+            ),
+        )
+    assert seen["local"] == seen["docker"]
+
+
+AGENT = (
+    "set -e; "
+    '/opt/harness/agent-env/bin/python -c "from importlib.metadata import version as v; '
+    "assert v('iniconfig') == '2.1.0', v('iniconfig')\"; "
+    'python3 -c "from importlib.metadata import version as v; '
+    "assert v('iniconfig') == '2.0.0', v('iniconfig')\"; "
+    "sed -i 's/a - b/a + b/' $HARNESS_WORKSPACE/calc.py"
+)
+
+
+def test_agent_environment_only_in_agent_phase_case_env_first_on_path(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    (root / "env" / "agent.lock").write_text(locks["ini2.1"])
+    text = (
+        (root / "harness.yaml")
+        .read_text()
+        .replace(
+            "  sleepy:\n",
+            "  withenv:\n"
+            "    agent:\n"
+            "      adapter: command\n"
+            f"      command: [sh, -c, {json.dumps(AGENT)}]\n"
+            "      environment: {lock: env/agent.lock}\n"
+            "  sleepy:\n",
+        )
+    )
+    (root / "harness.yaml").write_text(text)
+    hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
+    hidden.write_text(
+        "import os\nassert not os.path.exists('/opt/harness/agent-env'), 'agent env leaked'\n"
+        + hidden.read_text()
+    )
+    lock_cases(root, tmp_path / "cache")
+    done = run(
+        root, "run", "--release", "withenv", "--k", "1", "--no-report", cache=tmp_path / "cache"
+    )
+    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    [trial] = shown["trials"]
+    assert trial["verdict"]["outcome"] == "pass", (trial["verdict"], done.stderr)
+    system = shown["release"]["system"]
+    assert trial["agent_environment_digest"] == system["agent_environment"]
+    assert trial["environment_digest"] == system["environments"]["add-0"]
+    assert system["agent_environment"] != system["environments"]["add-0"]
+
+
+def test_env_lock_writes_hashed_pins_and_env_build_prints_the_digest(tmp_path, locks):
+    root = env_project(tmp_path, locks["ini2.0"])
+    (root / "env" / "requirements.in").write_text("iniconfig==2.1.0\n")
+    text = (root / "harness.yaml").read_text()
+    (root / "harness.yaml").write_text(
+        text.replace("lock: env/requirements.lock}", "lock: env/requirements.lock, "
+                     "requirements: env/requirements.in}")
+    )  # fmt: skip
+    done = run(root, "env", "lock", cache=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert "locked env/requirements.lock" in done.stdout
+    lock = (root / "env" / "requirements.lock").read_text()
+    assert "iniconfig==2.1.0" in lock and "--hash=sha256:" in lock
+    built = run(root, "env", "build", cache=tmp_path / "cache")
+    assert built.returncode == 0, built.stderr
+    assert "env/requirements.lock python 3." in built.stdout
+    (root / "env" / "requirements.lock").write_text("iniconfig==2.1.0\n")
+    refused = run(root, "env", "build", cache=tmp_path / "cache")
+    assert refused.returncode == 2 and "has no --hash" in refused.stderr
