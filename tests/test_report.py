@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from junitparser import Error, Failure, JUnitXml, Skipped
+from junitparser import Failure, JUnitXml, Skipped
 
 from harness.baseline import BaselineFile
 from harness.decision import decide_run

@@ -198,5 +198,3 @@ def write_reports(
         if extra is not None and src is not None:
             paths.append(write_file(extra, src.read_bytes(), option))
     return paths
-
-

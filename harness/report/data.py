@@ -21,7 +21,6 @@ import datetime as dt
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -243,7 +243,9 @@ class StagedFolder:
         self.dest = dest
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            self.path = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
+            self.path = Path(
+                tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+            )
         except OSError as exc:
             raise ConfigError(f"cannot write the report here: {exc.strerror or exc}",
                               file=dest, field="reports_dir") from None  # fmt: skip

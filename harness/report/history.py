@@ -148,7 +148,7 @@ def write_summary(store: Store, rd: RunDecision) -> Path:
 
 
 def read_summary(store: Store, run_id: str) -> RunSummary | None:
-    """The run's stored summary; None when there is none or it cannot be read."""
+    """Return the run's stored summary; None when there is none or it cannot be read."""
     try:
         return RunSummary.model_validate_json(store.summary_path(run_id).read_bytes())
     except (OSError, ValidationError, ValueError):
@@ -181,7 +181,7 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
         if reports_dir is not None and (reports_dir / run_id / "index.html").is_file():
             page = f"{run_id}/index.html"
         rows.append(RunListing(
-            run_id=run_id, **base,  # type: ignore[arg-type]
+            run_id=run_id, **base,
             verdict=s.verdict if s else None, decided_at=s.decided_at if s else None,
             candidate=s.candidate if s else None, named_cases=s.named_cases if s else (),
             report=page))  # fmt: skip
@@ -231,8 +231,9 @@ def release_trend_plot(release: str, runs: Sequence[RunSummary]) -> Plot:
             prev = (x, y)
     for j, s in enumerate(runs):
         if n <= 12 or j % math.ceil(n / 12) == 0:
-            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14,
-                                text=f"{s.created_at:%m-%d}", cls="tick", anchor="middle"))  # fmt: skip
+            label = f"{s.created_at:%m-%d}"
+            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14, text=label,
+                                cls="tick", anchor="middle"))  # fmt: skip
     shapes.append(Shape("text", x=left + span_x / 2, y=height - 3, text="runs, oldest first",
                         cls="tick", anchor="middle"))  # fmt: skip
     return Plot(width, height, f"release {release}: candidate pass rate and pass^k per run "
@@ -268,9 +269,12 @@ def case_trend_plot(release: str, runs: Sequence[RunSummary]) -> Plot | None:
             c = s.cases.get(cid)
             rate = c.pass_rate if c is not None else None
             band = "none" if rate is None else str(min(4, int(rate * 4)))
-            tip = f"{cid} · {s.run_id}: " + ("no data" if c is None else
-                                             f"pass rate {rate if rate is None else round(rate, 3)}"
-                                             f", pass^k {c.pass_hat_k}, {c.n} judged, {c.label}")  # fmt: skip
+            if c is None:
+                tip = f"{cid} · {s.run_id}: no data"
+            else:
+                shown_rate = "—" if rate is None else f"{rate:.3f}"
+                tip = (f"{cid} · {s.run_id}: pass rate {shown_rate}, pass^k {c.pass_hat_k}, "
+                       f"{c.n} judged, {c.label}")  # fmt: skip
             shapes.append(Shape("rect", x=left + j * cell_w, y=y, w=cell_w - 2, h=cell_h - 2,
                                 cls=f"heat h{band}", title=tip))  # fmt: skip
     more = f" · {len(ids) - len(shown)} steady cases not drawn" if len(ids) > len(shown) else ""

@@ -353,7 +353,7 @@ def _context(data: ReportData, files: Mapping[str, EvidenceFile],
 
 
 def attention_cases(data: ReportData) -> list[tuple[CaseView, list[Evidence]]]:
-    """The cases the gate names, most serious first, with the candidate's evidence."""
+    """Return the cases the gate names, most serious first, with the candidate's evidence."""
     by_case: dict[str, list[Evidence]] = {}
     for groups in (data.failures, data.infra_errors, data.evaluator_errors):
         for g in groups:

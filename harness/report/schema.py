@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.gate import Decision, Reason
-from harness.records import ReleaseRecord, RunRecord
+from harness.records import ReleaseRecord, ResultRecord, RunRecord
 from harness.report.data import ArmView, CaseView, JudgmentCase, ReportData
 from harness.report.history import RunsDocument, RunSummary
 
@@ -71,8 +71,8 @@ class ShowDocument(_Doc):
     run_id: str
     release: ReleaseRecord
     trials: tuple[RunRecord, ...]
-    results: list[dict[str, Any]]
-    """Gate results written for the run, oldest first (as stored)."""
+    results: tuple[ResultRecord, ...]
+    """Gate results written for the run, oldest first."""
 
 
 SCHEMAS: dict[str, type[BaseModel]] = {
@@ -85,7 +85,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON schema (draft 2020-12) of output ``name`` (a key of :data:`SCHEMAS`)."""
+    """Return the JSON schema (draft 2020-12) of output ``name`` (a key of :data:`SCHEMAS`)."""
     schema = SCHEMAS[name].model_json_schema(mode="serialization")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"harness/{name}.schema.json"
@@ -93,7 +93,7 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 def report_document(data: ReportData) -> ReportDocument:
-    """The ``report.json`` document of a report."""
+    """Return the ``report.json`` document of a report."""
     return ReportDocument(
         run_id=data.run_id, generated_at=data.generated_at, verdict=data.verdict,
         headline=data.headline, reasons=data.reasons, notes=data.notes, release=data.release,
