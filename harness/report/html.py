@@ -31,7 +31,7 @@ from harness.report.folder import EvidenceFile
 __all__ = ["Plot", "Shape", "attention_cases", "delta_plot", "distribution_plot", "forest_plot",
            "render_evidence_page", "render_html", "spread_plot"]  # fmt: skip
 
-ATTENTION_INLINE = 3
+ATTENTION_INLINE = 2
 """Evidence items shown inline per named case at the top of the page (the rest: a click)."""
 
 _ARM_CLASS = {"candidate": "a-c", "baseline": "a-b", "stored": "a-s"}
