@@ -40,11 +40,17 @@ def test_folder_holds_every_format_and_the_evidence(mixed):
     for name in ("index.html", "junit.xml", "summary.md", "report.json"):
         assert (root / name).is_file()
     assert folder.paths[0] == root / "index.html"
-    # Every non-pass trial's record is copied, and the diffs and logs behind it.
+    # Every non-pass trial's record and diff sit beside it on its evidence page; logs are
+    # files; the judgment lane's records are files.
     non_pass = sum(c not in "PR" for v in [*MIXED.values(), *MIXED_BASE.values()] for c in v)
-    assert len(list((root / "records").glob("*.json"))) == non_pass + len("PPFP")
+    page = (root / "evidence" / "1.html").read_text()
+    assert page.count('<details class="record"') == non_pass
+    assert page.count('<pre class="diff" id="') >= non_pass - 2  # abstained/infra: no diff
+    assert '"case_id": "charlie"' in page  # the record's JSON, quotes left as they are
+    assert len(list((root / "records").glob("*.json"))) == len("PPFP")
     texts = [p.read_text() for p in (root / "files").glob("*.txt")]
-    assert any(DIFF_MARK in t for t in texts) and any("AssertionError" in t for t in texts)
+    assert any("AssertionError" in t for t in texts)
+    assert DIFF_MARK in page
     assert folder.evidence_files == len(_files(root)) - 4
     assert read_summary(store, run_id) is not None
     assert folder.history == project.reports_dir / "index.html"
@@ -72,7 +78,7 @@ def test_nothing_links_outside_the_folder_and_no_host_path_appears(mixed, tmp_pa
                 target = (path.parent / link.split("#", 1)[0]).resolve()
                 assert target.is_relative_to(root.resolve()), (path, link)
                 assert target.exists(), (path, link)
-    assert "<project>/agent.sh" in (root / "records" / rec_path.name).read_text()
+    assert "&lt;project&gt;/agent.sh" in (root / "evidence" / "1.html").read_text()
 
 
 def test_the_folder_survives_the_store_being_deleted(mixed, tmp_path):

@@ -68,7 +68,8 @@ def json_document(data: ReportData) -> dict[str, Any]:
 
 
 def _json_bytes(data: ReportData) -> bytes:
-    return (report_document(data).model_dump_json(indent=1) + "\n").encode("utf-8")
+    # Compact: it is for machines (a 1,000-case run's document is a third smaller).
+    return (report_document(data).model_dump_json() + "\n").encode("utf-8")
 
 
 def write_report_folder(
@@ -98,9 +99,10 @@ def write_report_folder(
     """
     wanted = set(formats)
     if decision is None or decision.run_id != run_id:
-        data, decision = build_report_and_decision(project, store, run_id)
+        data, decision, trials = build_report_and_decision(project, store, run_id)
     else:
-        data = report_from_decision(project, store, decision, store.trials(run_id))
+        trials = store.trials(run_id)
+        data = report_from_decision(project, store, decision, trials)
     scrub = Scrubber({"store": store.root, "project": project.root})
     check_name(run_id, kind="run", field="RUN", max_len=MAX_RUN_ID)
     dest = inside(project.reports_dir, project.reports_dir / run_id)
@@ -109,7 +111,7 @@ def write_report_folder(
         out = staged.path
         written: dict[str, Path] = {}
         if "html" in wanted:
-            copier = copy_evidence(out, store, data, scrub)
+            copier = copy_evidence(out, store, data, scrub, trials)
             pages = evidence_pages(data)
             ev_pages: dict[str, int] = {}
             for n, groups in enumerate(pages, 1):

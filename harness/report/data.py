@@ -418,11 +418,12 @@ def build_report(project: Project, store: Store, run_id: str) -> ReportData:
 
 
 def build_report_and_decision(project: Project, store: Store, run_id: str
-                              ) -> tuple[ReportData, RunDecision]:  # fmt: skip
-    """Like :func:`build_report`, also returning the decision it recomputed."""
+                              ) -> tuple[ReportData, RunDecision, list[RunRecord]]:  # fmt: skip
+    """Like :func:`build_report`, also returning the decision and the records it read."""
     cached = _OnceStore(store)
     decision = decide_run(project, cached, run_id)
-    return report_from_decision(project, store, decision, cached.trials(run_id)), decision
+    trials = cached.trials(run_id)
+    return report_from_decision(project, store, decision, trials), decision, trials
 
 
 class _OnceStore(Store):

@@ -8,8 +8,12 @@
       junit.xml           CI test results (the candidate; ``baseline`` on request)
       summary.md          CI job summary
       report.json         the report as JSON (``harness schema report``)
-      files/<hex>.txt     diffs, logs, feedback: copied from the store, capped per trial
-      records/<slug>.json run records of the trials shown as evidence
+      files/<hex>.txt     logs, feedback and long diffs: copied from the store, capped
+      records/<slug>.json run records of the judgment-lane trials
+
+The run record of every trial shown as evidence, and its diff when short, are in the
+evidence page itself (beside the trial), so a 1,000-case run writes hundreds of files,
+not tens of thousands.
 
 Nothing in the folder links outside it, and no host path appears in any file: the project
 root and the store path are replaced by ``<project>`` and ``<store>`` in everything that
@@ -25,11 +29,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import ConfigError, StoreError
+from harness.records import RunRecord
 from harness.report.data import Evidence, EvidenceGroup, PathRef, ReportData
 from harness.store import Store
 
@@ -60,6 +65,13 @@ EVIDENCE_PER_PAGE = 200
 # whole workspace (large, binary); its identity is shown, the diff is the readable form.
 _COPIED_BLOBS = frozenset({"verifier stdout", "verifier stderr", "agent stdout",
                            "agent stderr", "candidate diff", "feedback given"})  # fmt: skip
+
+
+# Left out of a record shown beside its trial: the excerpts are printed right above it,
+# and the full logs are files of their own (the record names their blobs).
+_SHOWN_APART: dict[str, Any] = {
+    "attempts": {"__all__": {"agent": {"excerpt"}, "verifier": {"excerpt"}}}
+}
 
 
 class ReportFolder(BaseModel):
@@ -109,15 +121,15 @@ class Scrubber:
 
 @dataclass(frozen=True)
 class EvidenceFile:
-    """A stored file copied into the folder."""
+    """A stored file copied into the folder, or shown inline beside its trial."""
 
-    href: str
-    """Path relative to the folder root (``files/…``, ``records/…``)."""
+    href: str | None
+    """Path relative to the folder root (``files/…``, ``records/…``); None: inline only."""
     size: int
     """Bytes of the stored original."""
     truncated: bool
     preview: str | None = None
-    """Head of a diff, for showing inline."""
+    """A diff's head, or a run record's JSON, shown inline."""
 
 
 def _cap(data: bytes, cap: int) -> tuple[bytes, bool]:
@@ -132,10 +144,11 @@ def _cap(data: bytes, cap: int) -> tuple[bytes, bool]:
 class _Copier:
     """Copies the stored files behind evidence into the folder, each once."""
 
-    def __init__(self, out: Path, store: Store, run_id: str, scrub: Scrubber) -> None:
+    def __init__(self, out: Path, store: Store, scrub: Scrubber,
+                 records: Mapping[str, RunRecord]) -> None:  # fmt: skip
         self.out = out
         self.store = store
-        self.trials_dir = store.run_dir(run_id) / "trials"
+        self.records = records
         self.scrub = scrub
         self.files: dict[str, EvidenceFile] = {}
         self.count = 0
@@ -146,19 +159,27 @@ class _Copier:
         path.write_text(self.scrub(text), encoding="utf-8")
         self.count += 1
 
-    def add(self, ref: PathRef, budget: int) -> int:
-        """Copy ``ref`` (within ``budget`` bytes); return the bytes it used."""
+    def add(self, ref: PathRef, budget: int, *, inline: bool = True) -> int:
+        """Copy ``ref`` (within ``budget`` bytes); return the bytes it used.
+
+        With ``inline``, a run record and a diff short enough to show whole are kept for
+        the page (:attr:`EvidenceFile.preview`) instead of becoming files.
+        """
         if not ref.exists or ref.ref in self.files:
             return 0
         if ref.kind == "record":
-            try:
-                data = (self.trials_dir / f"{ref.ref}.json").read_bytes()
-            except OSError:
+            rec = self.records.get(ref.ref)
+            if rec is None:
                 return 0
+            text = self.scrub(rec.model_dump_json(indent=1, exclude_defaults=True,
+                                                  exclude=_SHOWN_APART))  # fmt: skip
+            if inline:
+                self.files[ref.ref] = EvidenceFile(None, len(text), False, text)
+                return len(text)
             rel = f"records/{ref.ref}.json"
-            self._put(rel, data.decode("utf-8", "replace"))
-            self.files[ref.ref] = EvidenceFile(rel, len(data), False)
-            return len(data)
+            self._put(rel, text)
+            self.files[ref.ref] = EvidenceFile(rel, len(text), False)
+            return len(text)
         if ref.label not in _COPIED_BLOBS:
             return 0
         try:
@@ -167,13 +188,14 @@ class _Copier:
             return 0
         kept, cut = _cap(data, max(1024, min(FILE_CAP, budget)))
         text = kept.decode("utf-8", "replace")
+        if ref.label == "candidate diff" and inline and len(text) <= PREVIEW_CHARS:
+            self.files[ref.ref] = EvidenceFile(None, len(data), cut, self.scrub(text))
+            return len(kept)
         rel = f"files/{ref.ref.split(':', 1)[-1][:24]}.txt"
         self._put(rel, text)
         preview = None
         if ref.label == "candidate diff":
-            preview = self.scrub(text[:PREVIEW_CHARS])
-            if len(text) > PREVIEW_CHARS:
-                preview += "\n[… the rest is in the file …]"
+            preview = self.scrub(text[:PREVIEW_CHARS]) + "\n[… the rest is in the file …]"
         self.files[ref.ref] = EvidenceFile(rel, len(data), cut, preview)
         return len(kept)
 
@@ -199,9 +221,11 @@ def evidence_pages(data: ReportData) -> list[list[EvidenceGroup]]:
     return [p for p in pages if p]
 
 
-def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber) -> _Copier:
+def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber,
+                  trials: Iterable[RunRecord]) -> _Copier:  # fmt: skip
     """Copy every evidence trial's record, diff and logs, and judgment-lane records."""
-    copier = _Copier(out, store, data.run_id, scrub)
+    records = {r.key.slug(): r for r in trials}
+    copier = _Copier(out, store, scrub, records)
     items: list[Evidence] = [
         ev for gs in (data.failures, data.infra_errors, data.evaluator_errors)
         for g in gs for ev in g.items
@@ -210,7 +234,7 @@ def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber) ->
         copier.add_trial(ev.paths)
     for j in data.judgment:
         for ref in j.records:
-            copier.add(ref, TRIAL_BUDGET)
+            copier.add(ref, TRIAL_BUDGET, inline=False)
     return copier
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from harness.report.data import ArmView, CaseView, Evidence, EvidenceGroup, ReportData
 from harness.report.folder import EvidenceFile
@@ -305,6 +306,16 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _pre(text: str) -> markupsafe.Markup:
+    """Escape text for a ``<pre>`` body: only ``&``, ``<`` and ``>`` need it there.
+
+    Leaves quotes alone, which keeps a run record's JSON a third smaller than autoescaping
+    would; never use this filter in an attribute.
+    """
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return markupsafe.Markup(out)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.report", "templates"),
@@ -315,7 +326,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(num=_num, signed=_signed, pct=_pct, short=_short, dur=_dur,
-                       sortval=_sortval, quantity=_quantity, show=_show)  # fmt: skip
+                       sortval=_sortval, quantity=_quantity, show=_show, pre=_pre)  # fmt: skip
     env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS)
     return env
 

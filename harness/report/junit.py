@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from harness.report.data import ArmCase, CaseView, ReportData
+from harness.report.data import ArmCase, CaseView, EvidenceGroup, ReportData
 
 __all__ = ["render_junit"]
 
@@ -68,20 +68,24 @@ def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
     return "; ".join(parts)
 
 
-def _details(data: ReportData, case_id: str, arm: str) -> str:
-    lines: list[str] = []
+def _evidence_index(data: ReportData) -> dict[tuple[str, str], list[EvidenceGroup]]:
+    index: dict[tuple[str, str], list[EvidenceGroup]] = {}
     for groups in (data.failures, data.infra_errors, data.evaluator_errors):
         for g in groups:
-            if g.case_id != case_id or g.arm != arm:
-                continue
-            for ev in g.items:
-                ft = f" ({ev.failure_type.value})" if ev.failure_type else ""
-                lines.append(f"trial {ev.trial}: {ev.outcome.value}{ft}: {ev.reason}")
-                if ev.failing_tests:
-                    lines.append("  failing tests: " + ", ".join(ev.failing_tests[:10]))
-                if ev.bound is not None:
-                    lines.append(f"  bound fired: {ev.bound.kind.value} (limit {ev.bound.limit:g})")
-                lines.append(f"  evidence: records/{ev.paths[0].ref}.json")
+            index.setdefault((g.case_id, g.arm), []).append(g)
+    return index
+
+
+def _details(groups: list[EvidenceGroup]) -> str:
+    lines: list[str] = []
+    for ev in sorted((ev for g in groups for ev in g.items), key=lambda e: e.trial):
+        ft = f" ({ev.failure_type.value})" if ev.failure_type else ""
+        lines.append(f"trial {ev.trial}: {ev.outcome.value}{ft}: {ev.reason}")
+        if ev.failing_tests:
+            lines.append("  failing tests: " + ", ".join(ev.failing_tests[:10]))
+        if ev.bound is not None:
+            lines.append(f"  bound fired: {ev.bound.kind.value} (limit {ev.bound.limit:g})")
+        lines.append(f"  evidence: records/{ev.paths[0].ref}.json")
     return "\n".join(lines)
 
 
@@ -110,6 +114,7 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
     ):  # fmt: skip
         ET.SubElement(props, "property", name=name, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    evidence = _evidence_index(data)
     for c in data.cases:
         ac = c.candidate if arm == "candidate" else c.baseline
         tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id)
@@ -125,7 +130,7 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
             continue
         _trial_properties(tc, ac)
         s = ac.summary
-        details = _details(data, c.case_id, arm)
+        details = _details(evidence.get((c.case_id, arm), []))
         # Only the candidate is judged by the gate; a baseline case is context, never failed.
         if arm == "candidate" and c.named_by:
             el = ET.SubElement(tc, "failure", message=_fail_message(c, ac, arm),

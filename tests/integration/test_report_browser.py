@@ -201,14 +201,12 @@ def test_a_copied_report_folder_shows_a_failing_trials_diff_and_log_offline(tmp_
             assert DIFF_MARK in named.locator("pre.diff").first.inner_text()
             assert "AssertionError" in named.locator("pre.log").first.inner_text()
             page.screenshot(path=str(ARTIFACTS / "report-attention.png"))
-            # One click from a failing trial's links: the full diff and the log, in the folder.
+            # The trial's links: its diff beside it, the full log one click away in the folder.
             named.locator("a[data-kind='candidate diff']").first.click()
-            page.wait_for_load_state()
-            assert page.url.startswith((folder / "files").as_uri())
-            assert DIFF_MARK in page.locator("body").inner_text()
-            page.go_back()
+            assert DIFF_MARK in page.locator("pre.diff:target").inner_text()
             named.locator("a[data-kind='verifier stdout']").first.click()
             page.wait_for_load_state()
+            assert page.url.startswith((folder / "files").as_uri())
             assert "AssertionError" in page.locator("body").inner_text()
             page.go_back()
             # And a failing mark of another case opens its evidence page, diff included.
@@ -216,7 +214,9 @@ def test_a_copied_report_folder_shows_a_failing_trials_diff_and_log_offline(tmp_
             page.wait_for_load_state()
             target = page.locator(".ev:target")
             assert "date-parse-iso" in target.locator("h4").inner_text()
-            assert DIFF_MARK in target.locator("pre.diff").inner_text()
+            assert DIFF_MARK in target.locator("pre.diff").first.inner_text()
+            target.locator("details.record summary").click()
+            assert '"case_id": "date-parse-iso"' in target.locator("details.record pre").inner_text()
             page.go_back()
             page.goto((folder / "evidence" / "1.html").as_uri())
             assert problems == [], problems
