@@ -387,7 +387,7 @@ class Store:
         ]
 
     def summary_path(self, run_id: str) -> Path:
-        """The run's derived summary for the release history (rebuildable from its records)."""
+        """Return where the run's derived summary for the release history lives."""
         return self.run_dir(run_id) / "summary.json"
 
     def open_run(self, record: ReleaseRecord) -> RunHandle:

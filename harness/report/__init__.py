@@ -14,11 +14,13 @@ in it links outside it or names a host path.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from harness.decision import RunDecision
+from harness.errors import ConfigError
 from harness.names import MAX_RUN_ID, check_name, inside
 from harness.project import Project
 from harness.report.data import (
@@ -139,7 +141,9 @@ def write_report_folder(
     n_files, size = folder_size(dest)
     hist = None
     if history:
-        write_summary(store, decision)
+        # A read-only store still gets its report; the history then lacks this run.
+        with contextlib.suppress(ConfigError):
+            write_summary(store, decision)
         hist = write_history(store, project.reports_dir)
     return ReportFolder(
         root=dest, index=_moved(written.get("index"), out, dest),

@@ -253,21 +253,22 @@ _JUDGED = (Outcome.PASS, Outcome.FAIL)
 
 
 class _Paths:
-    """Turns store locations into :class:`PathRef` (existence checked once per file)."""
+    """Turns store locations into :class:`PathRef` (blob existence checked once per blob)."""
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
-        self.trials_dir = store.run_dir(run_id) / "trials"
+        self._blobs: dict[str, bool] = {}
 
     def record(self, rec: RunRecord) -> PathRef:
-        slug = rec.key.slug()
-        exists = (self.trials_dir / f"{slug}.json").exists()
-        return PathRef(label="run record", kind="record", ref=slug, exists=exists)
+        # The record is in hand: it was read from the store's trials folder.
+        return PathRef(label="run record", kind="record", ref=rec.key.slug(), exists=True)
 
     def blob(self, label: str, digest: str | None) -> PathRef | None:
         if digest is None:
             return None
-        exists = self.store.blob_path(digest).exists()
+        exists = self._blobs.get(digest)
+        if exists is None:
+            exists = self._blobs[digest] = self.store.blob_path(digest).exists()
         return PathRef(label=label, kind="blob", ref=digest, exists=exists)
 
 

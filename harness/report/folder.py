@@ -224,12 +224,18 @@ def evidence_pages(data: ReportData) -> list[list[EvidenceGroup]]:
 def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber,
                   trials: Iterable[RunRecord]) -> _Copier:  # fmt: skip
     """Copy every evidence trial's record, diff and logs, and judgment-lane records."""
-    records = {r.key.slug(): r for r in trials}
-    copier = _Copier(out, store, scrub, records)
     items: list[Evidence] = [
         ev for gs in (data.failures, data.infra_errors, data.evaluator_errors)
         for g in gs for ev in g.items
     ]  # fmt: skip
+    wanted = {(ev.arm == "candidate", ev.case_id, ev.trial) for ev in items}
+    wanted |= {(True, j.case_id, m.trial) for j in data.judgment for m in j.marks}
+    records = {
+        r.key.slug(): r
+        for r in trials
+        if (r.key.arm.value == "candidate", r.key.case_id, r.key.trial) in wanted
+    }
+    copier = _Copier(out, store, scrub, records)
     for ev in items:
         copier.add_trial(ev.paths)
     for j in data.judgment:

@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from harness.report.data import ArmView, CaseView, Evidence, EvidenceGroup, ReportData
+from harness.report.data import ArmCase, ArmView, CaseView, Evidence, EvidenceGroup, ReportData
 from harness.report.folder import EvidenceFile
 
 __all__ = ["Plot", "Shape", "attention_cases", "delta_plot", "distribution_plot", "forest_plot",
@@ -316,6 +316,35 @@ def _pre(text: str) -> markupsafe.Markup:
     return markupsafe.Markup(out)
 
 
+def _marks_html(ac: ArmCase | None, ev_href: Any) -> markupsafe.Markup:
+    """One mark per trial (a link to its evidence when it did not pass).
+
+    Built here rather than in a template loop: a 1,000-case run has 20,000 marks, and this
+    is the page's hottest spot.
+    """
+    if ac is None:
+        return markupsafe.Markup('<span class="muted">—</span>')
+    if not ac.marks:
+        return markupsafe.Markup('<span class="muted">stored</span>')
+    parts = ['<span class="marks">']
+    for m in ac.marks:
+        outcome = m.outcome.value
+        tip = f"trial {m.trial}: {outcome}"
+        if m.failure_type is not None:
+            tip += f" ({m.failure_type.value})"
+        cls = f"m {_OUTCOME_LETTER[outcome]}"
+        if m.attempts > 1:
+            tip += f", {m.attempts} attempts"
+            cls += " a2"
+        if m.anchor:
+            href = markupsafe.escape(ev_href(m.anchor))
+            parts.append(f'<a class="{cls}" href="{href}" title="{tip}"></a>')
+        else:
+            parts.append(f'<i class="{cls}" title="{tip}"></i>')
+    parts.append("</span>")
+    return markupsafe.Markup("".join(parts))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.report", "templates"),
@@ -327,7 +356,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters.update(num=_num, signed=_signed, pct=_pct, short=_short, dur=_dur,
                        sortval=_sortval, quantity=_quantity, show=_show, pre=_pre)  # fmt: skip
-    env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS)
+    env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS, marks_html=_marks_html)
     return env
 
 

@@ -82,7 +82,8 @@ def test_runs_lists_filters_and_prints_json(three_runs):
     assert good.candidate is not None and good.candidate.pass_rate.mean == 1.0
     assert good.candidate.pass_rate.ci_low is not None
     assert good.report == f"{ids[0]}/index.html"
-    only = RunsDocument.model_validate_json(harness(root, "runs", "--release", "bad", "--json").stdout)
+    only_bad = harness(root, "runs", "--release", "bad", "--json").stdout
+    only = RunsDocument.model_validate_json(only_bad)
     assert [r.run_id for r in only.runs] == [ids[1]]
     text = harness(root, "runs").stdout
     assert all(i in text for i in ids)
