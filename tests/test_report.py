@@ -91,6 +91,7 @@ def _record(
     code: str,
     excerpt: str,
     blobs: dict[str, str],
+    agent_argv: tuple[str, ...] = ("agent",),
 ) -> RunRecord:
     outcome = {
         "P": Outcome.PASS,
@@ -118,7 +119,7 @@ def _record(
         excerpt="" if outcome is Outcome.PASS else excerpt,
     )
     agent = PhaseRecord(
-        phase="agent", argv=("agent",), exit_code=0, termination=Termination.EXIT, duration_s=5.0
+        phase="agent", argv=agent_argv, exit_code=0, termination=Termination.EXIT, duration_s=5.0
     )
     status = "abstained" if code == "A" else "submitted"
     claim = AgentClaim(
@@ -205,6 +206,7 @@ def make_run(
     critical: Sequence[str] = (),
     excerpts: Mapping[str, str] | None = None,
     reexecute: bool = True,
+    agent_argv: Sequence[str] = ("agent",),
 ) -> tuple[Project, Store, str]:
     """Write a project with a gated run: per case, one letter per trial (see CODES)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -241,13 +243,17 @@ def make_run(
             harness_version="0.1.0",
         )
 
+    # `{project}` in an agent command expands to the project folder, as in a real run.
+    argv = tuple(a.replace("{project}", str(root)) for a in agent_argv)
+
     def write(path: Path, rec: RunRecord) -> None:
         path.mkdir(parents=True, exist_ok=True)
         (path / f"{rec.key.slug()}.json").write_text(rec.model_dump_json())
 
     def trials(arm: Arm, release: str, spec: Mapping[str, str]) -> list[RunRecord]:
         return [
-            _record(store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs)
+            _record(store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs,
+                    argv)  # fmt: skip
             for cid, codes in spec.items()
             for t, code in enumerate(codes)
         ]

@@ -25,6 +25,7 @@ def mixed(tmp_path: Path):
         judgment={"hotel": "PPFP"},
         critical=("charlie",),
         excerpts={"golf": XSS},
+        agent_argv=("{project}/agent.sh", "--store", "{project}/.harness"),
     )
 
 
@@ -58,10 +59,9 @@ def test_folder_holds_every_format_and_the_evidence(mixed):
 
 def test_nothing_links_outside_the_folder_and_no_host_path_appears(mixed, tmp_path):
     project, store, run_id = mixed
-    # A record whose argv names the project folder, as `{project}` expands to in a run.
+    # The records' agent argv names the project folder and the store, as `{project}` would.
     rec_path = next((store.run_dir(run_id) / "trials").glob("candidate--charlie--*t000.json"))
-    rec_path.write_text(rec_path.read_text().replace('"agent"]', f'"{project.root}/agent.sh"]'))
-    assert str(project.root) in rec_path.read_text()
+    assert f"{project.root}/agent.sh" in rec_path.read_text()
     write_report_folder(project, store, run_id)
     root = project.reports_dir / run_id
     hosts = {str(project.root), str(project.root.resolve()), str(store.root),
@@ -78,7 +78,8 @@ def test_nothing_links_outside_the_folder_and_no_host_path_appears(mixed, tmp_pa
                 target = (path.parent / link.split("#", 1)[0]).resolve()
                 assert target.is_relative_to(root.resolve()), (path, link)
                 assert target.exists(), (path, link)
-    assert "&lt;project&gt;/agent.sh" in (root / "evidence" / "1.html").read_text()
+    page = (root / "evidence" / "1.html").read_text()
+    assert "&lt;project&gt;/agent.sh" in page and "&lt;store&gt;" in page
 
 
 def test_the_folder_survives_the_store_being_deleted(mixed, tmp_path):
