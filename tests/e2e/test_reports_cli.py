@@ -138,3 +138,13 @@ def test_report_flags_choose_the_formats(three_runs):
         "summary.md",
     ]
     assert harness(root, "report", ids[0]).returncode == 0
+
+
+def test_real_report_folders_name_no_host_path(three_runs):
+    root, ids = three_runs
+    hosts = (str(root), str(root.resolve()), str(root / ".harness"))
+    files = [p for p in (root / "reports").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "files" for p in files)  # logs of the failing run copied
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert not any(h in text for h in hosts), path
