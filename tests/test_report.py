@@ -252,8 +252,9 @@ def make_run(
 
     def trials(arm: Arm, release: str, spec: Mapping[str, str]) -> list[RunRecord]:
         return [
-            _record(store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs,
-                    argv)  # fmt: skip
+            _record(
+                store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs, argv
+            )
             for cid, codes in spec.items()
             for t, code in enumerate(codes)
         ]

@@ -141,7 +141,7 @@ def test_report_flags_choose_the_formats(three_runs):
 
 
 def test_real_report_folders_name_no_host_path(three_runs):
-    root, ids = three_runs
+    root, _ = three_runs
     hosts = (str(root), str(root.resolve()), str(root / ".harness"))
     files = [p for p in (root / "reports").rglob("*") if p.is_file()]
     assert any(p.parent.name == "files" for p in files)  # logs of the failing run copied
