@@ -364,11 +364,14 @@ def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
 @main.command()
 @project_option
 @click.argument("run_ref", default="latest")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Machine-readable output (`harness schema show`)."
+)
 @_handle_errors
 def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
     """Show a run: its release record and every trial's verdict and attempts."""
     from harness.project import load_project
+    from harness.report.schema import ShowDocument
     from harness.store import Store
 
     project = load_project(project_dir)
@@ -377,12 +380,9 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
     record = store.release(run_id)
     trials = store.trials(run_id)
     if as_json:
-        data = {
-            "release": record.model_dump(mode="json"),
-            "trials": [t.model_dump(mode="json") for t in trials],
-            "results": [r.model_dump(mode="json") for r in store.results(run_id)],
-        }
-        click.echo(json.dumps(data, indent=2, sort_keys=True))
+        doc = ShowDocument(run_id=run_id, release=record, trials=tuple(trials),
+                           results=tuple(store.results(run_id)))  # fmt: skip
+        click.echo(doc.model_dump_json(indent=2))
         return
     out.print(
         f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}"
@@ -395,8 +395,12 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
     if record.downgrade:
         out.print(f"[yellow]unenforced bounds accepted: {', '.join(record.downgrade)}[/]")
     table = Table()
-    for col in ("trial", "verdict", "failure", "attempts", "stop", "candidate", "reason"):
+    # The trial name is what a reviewer copies: never truncated or wrapped.
+    table.add_column("trial", no_wrap=True, overflow="fold", min_width=len(max(
+        (t.key.slug() for t in trials), key=len, default="trial")))  # fmt: skip
+    for col in ("verdict", "failure", "attempts", "stop", "candidate"):
         table.add_column(col)
+    table.add_column("reason", overflow="fold")
     for t in trials:
         v = t.verdict
         lineage = " → ".join(
@@ -412,59 +416,199 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
             lineage,
             t.stop_reason,
             cand,
-            v.reason[:80],
+            v.reason[:200],
         )
-    out.print(table)
+    out.print(table, markup=False, highlight=False)
 
 
 # ------------------------------------------------------------------------------ report
+
+
+_FORMAT_FLAGS = ("html", "junit", "markdown", "json")
 
 
 @main.command()
 @project_option
 @click.argument("run_ref", default="latest")
 @click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(_FORMAT_FLAGS),
+    help="Write only these files into the report folder (repeatable; default: all).",
+)
+@click.option("--junit-baseline", is_flag=True, help="Add the re-executed baseline to junit.xml.")
+@click.option(
     "--junit",
     "junit_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write a JUnit XML file.",
+    help="Also copy the JUnit XML here.",
 )
 @click.option(
     "--summary",
     "summary_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write a Markdown summary (CI job summary).",
+    help="Also copy the Markdown summary here (CI job summary).",
 )
 @click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the decision and per-case table as JSON.",
+    help="Also copy report.json here (`harness schema report`).",
 )
 @_handle_errors
 def report(
     project_dir: Path,
     run_ref: str,
+    formats: tuple[str, ...],
+    junit_baseline: bool,
     junit_path: Path | None,
     summary_path: Path | None,
     json_path: Path | None,
 ) -> None:
-    """Write the HTML report (and optional JUnit / Markdown / JSON) for RUN."""
+    """Write the report folder reports/RUN/ (HTML + evidence, JUnit, Markdown, JSON)."""
+    from harness.errors import ConfigError
     from harness.project import load_project
-    from harness.report import write_reports
+    from harness.report import write_report_folder
+    from harness.report.folder import write_file
     from harness.store import Store
 
     project = load_project(project_dir)
     store = Store(project.store_dir)
     run_id = store.resolve_run(run_ref)
-    paths = write_reports(
-        project, store, run_id, junit=junit_path, summary=summary_path, json_path=json_path
+    extras = {"junit": (junit_path, "--junit"), "markdown": (summary_path, "--summary"),
+              "json": (json_path, "--json")}  # fmt: skip
+    for path, option in extras.values():
+        if path is not None and path.is_dir():
+            raise ConfigError("is a directory; expected a file path to write", file=path,
+                              field=option)  # fmt: skip
+    wanted = set(formats or _FORMAT_FLAGS) | {k for k, (p, _) in extras.items() if p}
+    folder = write_report_folder(
+        project,
+        store,
+        run_id,
+        formats=[f for f in _FORMAT_FLAGS if f in wanted],  # type: ignore[misc]
+        junit_baseline=junit_baseline,
     )
-    for p in paths:
+    for p in folder.paths:
         out.print(str(p), highlight=False)
+    made = {"junit": folder.junit, "markdown": folder.summary, "json": folder.json_path}
+    for key, (path, option) in extras.items():
+        src = made[key]
+        if path is not None and src is not None:
+            out.print(str(write_file(path, src.read_bytes(), option)), highlight=False)
+    if folder.history is not None:
+        out.print(f"history: {folder.history}", highlight=False)
+
+
+# ------------------------------------------------------------------------------ runs/export/schema
+
+
+@main.command()
+@project_option
+@click.option("--release", default=None, help="Only runs of this release.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Machine-readable output (`harness schema runs`)."
+)
+@_handle_errors
+def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
+    """List the runs in the store, oldest first: release, system, decision, pass rates."""
+    from harness.project import load_project
+    from harness.report.history import RunsDocument, list_runs
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    rows, _ = list_runs(store, project.reports_dir, release)
+    if as_json:
+        click.echo(RunsDocument(runs=tuple(rows)).model_dump_json(indent=2))
+        return
+
+    def ci(m: Any) -> str:
+        if m is None or m.mean is None:
+            return "—"
+        if m.ci_low is None:
+            return f"{m.mean:.3f}"
+        return f"{m.mean:.3f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+
+    table = Table()
+    table.add_column("run", no_wrap=True)
+    for col in ("release", "system", "started", "decision", "k", "pass rate", "pass^k", "named"):
+        table.add_column(col, no_wrap=col != "named")
+    for r in rows:
+        c = r.candidate
+        table.add_row(r.run_id, r.release, r.system_digest[7:19],
+                      f"{r.created_at:%Y-%m-%d %H:%M}", r.verdict or "not decided", str(r.k),
+                      ci(c.pass_rate if c else None), ci(c.pass_hat_k if c else None),
+                      str(len(r.named_cases)) if r.verdict else "")  # fmt: skip
+    out.print(table, markup=False, highlight=False)
+    if not rows:
+        err.print("no runs" + (f" of release {release}" if release else ""), highlight=False)
+
+
+@main.command("export")
+@project_option
+@click.argument("run_ref", default="latest")
+@click.option("--table", "table_name", type=click.Choice(["trials", "cases"]), default="trials",
+              show_default=True, help="A row per trial, or per case and arm.")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv",
+              show_default=True, help="parquet needs pyarrow (harness[parquet]).")  # fmt: skip
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="File to write (default: RUN-TABLE.FORMAT here).")  # fmt: skip
+@_handle_errors
+def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
+               output: Path | None) -> None:  # fmt: skip
+    """Export a run's trials or cases as CSV or Parquet."""
+    from harness.project import load_project
+    from harness.report.export import (
+        CASE_COLUMNS,
+        TRIAL_COLUMNS,
+        case_rows,
+        trial_rows,
+        write_table,
+    )
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    store = Store(project.store_dir)
+    run_id = store.resolve_run(run_ref)
+    path = output or Path(f"{run_id}-{table_name}.{fmt}")
+    if table_name == "trials":
+        rows, columns = trial_rows(run_id, store.trials(run_id)), TRIAL_COLUMNS
+    else:
+        from harness.report import build_report
+
+        rows, columns = case_rows(build_report(project, store, run_id)), CASE_COLUMNS
+    write_table(rows, columns, fmt, path)  # type: ignore[arg-type]
+    out.print(f"{path} ({len(rows)} rows)", highlight=False)
+
+
+@main.command()
+@click.argument(
+    "name", required=False, type=click.Choice(["gate", "report", "runs", "show", "summary"])
+)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write every schema as NAME.schema.json into this folder.")  # fmt: skip
+@_handle_errors
+def schema(name: str | None, out_dir: Path | None) -> None:
+    """Print the JSON schema of a --json output (gate, report, runs, show, summary)."""
+    from harness.errors import ConfigError
+    from harness.report.folder import write_file
+    from harness.report.schema import SCHEMAS, json_schema
+
+    if out_dir is not None:
+        for key in sorted(SCHEMAS) if name is None else [name]:
+            body = json.dumps(json_schema(key), indent=2, sort_keys=True) + "\n"
+            out.print(str(write_file(out_dir / f"{key}.schema.json", body.encode(), "--out")),
+                      highlight=False)  # fmt: skip
+        return
+    if name is None:
+        raise ConfigError("name a schema (gate, report, runs, show, summary) or give --out",
+                          field="NAME")  # fmt: skip
+    click.echo(json.dumps(json_schema(name), indent=2, sort_keys=True))
 
 
 # ------------------------------------------------------------------------------ cases

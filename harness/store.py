@@ -8,6 +8,7 @@ Layout under the store folder (``.harness/`` by default)::
     runs/<run_id>/validity.json           the end-of-run system re-check and the run's seal
     runs/<run_id>/result-<n>.json         gate decisions, each a new file
     runs/<run_id>/manifest.jsonl          every committed file, its digest, a hash chain
+    runs/<run_id>/summary.json            derived summary for the history (rewritten by reports)
     runs/<run_id>/.lock                   held by the one process writing this run
 
 Every file is written to a temporary name, fsynced, then hard-linked to its final name,
@@ -384,6 +385,10 @@ class Store:
             for e in self.manifest(run_id)
             if e.path.startswith("result-")
         ]
+
+    def summary_path(self, run_id: str) -> Path:
+        """Return where the run's derived summary for the release history lives."""
+        return self.run_dir(run_id) / "summary.json"
 
     def open_run(self, record: ReleaseRecord) -> RunHandle:
         """Open (or resume) a run for writing; holds the run's lock until closed.

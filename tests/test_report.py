@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from junitparser import Error, Failure, JUnitXml, Skipped
+from junitparser import Failure, JUnitXml, Skipped
 
 from harness.baseline import BaselineFile
 from harness.decision import decide_run
@@ -42,6 +42,7 @@ from harness.report import (
     render_html,
     render_junit,
     write_html_report,
+    write_report_folder,
     write_reports,
 )
 from harness.report.html import delta_plot, distribution_plot
@@ -69,6 +70,8 @@ DEFAULT_EXCERPT = (
     "FAILED tests/test_x.py::test_y - AssertionError: assert 41 == 42\n1 failed in 0.1s"
 )
 
+DIFF_MARK = "diff-of-the-candidate"
+
 # One letter per trial: P pass, F test failure, T timeout (a bound fired), A abstained,
 # W claimed success but failed (confident wrong), R fixed on the second attempt,
 # I infra error, E evaluator error.
@@ -88,6 +91,7 @@ def _record(
     code: str,
     excerpt: str,
     blobs: dict[str, str],
+    agent_argv: tuple[str, ...] = ("agent",),
 ) -> RunRecord:
     outcome = {
         "P": Outcome.PASS,
@@ -115,7 +119,7 @@ def _record(
         excerpt="" if outcome is Outcome.PASS else excerpt,
     )
     agent = PhaseRecord(
-        phase="agent", argv=("agent",), exit_code=0, termination=Termination.EXIT, duration_s=5.0
+        phase="agent", argv=agent_argv, exit_code=0, termination=Termination.EXIT, duration_s=5.0
     )
     status = "abstained" if code == "A" else "submitted"
     claim = AgentClaim(
@@ -136,9 +140,16 @@ def _record(
         checks=(CheckResult(name="exit_status", ok=outcome is Outcome.PASS, detail="expected 0"),),
         failing_tests=failing,
     )
+    diff = None
+    if code not in "IA":
+        diff = store.put_blob(
+            f"--- a/src/{case_id}.py\n+++ b/src/{case_id}.py\n@@ -1 +1 @@\n-old = 1\n"
+            f"+new = {trial}  # {code} {DIFF_MARK}\n".encode()
+        )
     attempts = [
         AttemptRecord(
             attempt=1,
+            diff_blob=diff,
             candidate_digest=_digest(f"{case_id}{trial}{code}"),
             agent=agent,
             verifier=verifier,
@@ -195,6 +206,7 @@ def make_run(
     critical: Sequence[str] = (),
     excerpts: Mapping[str, str] | None = None,
     reexecute: bool = True,
+    agent_argv: Sequence[str] = ("agent",),
 ) -> tuple[Project, Store, str]:
     """Write a project with a gated run: per case, one letter per trial (see CODES)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -231,13 +243,18 @@ def make_run(
             harness_version="0.1.0",
         )
 
+    # `{project}` in an agent command expands to the project folder, as in a real run.
+    argv = tuple(a.replace("{project}", str(root)) for a in agent_argv)
+
     def write(path: Path, rec: RunRecord) -> None:
         path.mkdir(parents=True, exist_ok=True)
         (path / f"{rec.key.slug()}.json").write_text(rec.model_dump_json())
 
     def trials(arm: Arm, release: str, spec: Mapping[str, str]) -> list[RunRecord]:
         return [
-            _record(store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs)
+            _record(
+                store, arm, release, cid, t, code, excerpts.get(cid, DEFAULT_EXCERPT), blobs, argv
+            )
             for cid, codes in spec.items()
             for t, code in enumerate(codes)
         ]
@@ -325,28 +342,26 @@ def test_html_report_is_one_self_contained_file_with_the_decision(mixed):
 
 def test_script_in_verifier_output_and_reasons_is_text_never_markup(tmp_path):
     nasty_reason = "<script>alert('reason')</script>"
-    project, store, run_id = make_run(tmp_path / "p", {"a": "FP"}, excerpts={"a": XSS})
+    project, store, run_id = make_run(tmp_path / "p", {"a": "FP"}, {"a": "PP"}, excerpts={"a": XSS})
     data = build_report(project, store, run_id)
-    items = [e for g in data.failures for e in g.items]
     data = data.model_copy(update={"notes": (nasty_reason,)})
-    html = render_html(data, tmp_path)
+    html = render_html(data)
     assert "<script>window.__xss" not in html
     assert "<img src=x" not in html
     assert "&lt;script&gt;alert(&#39;reason&#39;)&lt;/script&gt;" in html
-    # The excerpt travels as JSON that cannot close its <script> element …
-    block = html.split('<script type="application/json" id="excerpts">', 1)[1].split(
-        "</script>", 1
-    )[0]
-    assert "<" not in block
-    # … and decodes back to exactly what the verifier printed.
-    assert json.loads(block)[items[0].excerpt] == XSS
+    # The regressed case's excerpt is in the page, as escaped text.
+    assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in html
     # Only the report's own script runs: its hash is the only script source allowed.
-    assert html.count("<script>") == 1
+    assert html.count("<script") == 1
+    folder = write_report_folder(project, store, run_id)
+    page = (folder.root / "evidence" / "1.html").read_text()
+    assert "<script" not in page and "&lt;script&gt;window.__xss" in page
 
 
 def test_per_case_table_marks_every_trial_and_links_failures_to_evidence(mixed):
     project, store, run_id = mixed
-    html = render_html(build_report(project, store, run_id), project.reports_dir / run_id)
+    folder = write_report_folder(project, store, run_id)
+    html = folder.root.joinpath("index.html").read_text()
     rows = re.findall(r'<tr id="case-\d+" class="([^"]*)" data-flags="([^"]*)"', html)
     assert len(rows) == len(MIXED)
     by_case = dict(zip(sorted(MIXED), rows, strict=True))
@@ -358,13 +373,13 @@ def test_per_case_table_marks_every_trial_and_links_failures_to_evidence(mixed):
     table = html.split('<table id="cases">', 1)[1].split("</table>", 1)[0]
     trials = sum(len(v) for v in MIXED.values()) + sum(len(v) for v in MIXED_BASE.values())
     assert len(re.findall(r'class="m [pfie]', table)) == trials
-    # Every non-pass mark links to an evidence item that exists.
-    anchors = re.findall(r'<a class="m [fie][^"]*" href="#([^"]+)"', table)
-    assert len(anchors) == sum(
+    # Every non-pass mark links to an evidence item that exists on its evidence page.
+    links = re.findall(r'<a class="m [fie][^"]*" href="(evidence/\d+\.html)#([^"]+)"', table)
+    assert len(links) == sum(
         c not in "PR" for v in [*MIXED.values(), *MIXED_BASE.values()] for c in v
     )
-    ids = set(re.findall(r' id="([^"]+)"', html))
-    assert set(anchors) <= ids
+    for page, anchor in links:
+        assert f' id="{anchor}"' in (folder.root / page).read_text()
     assert "hotel" not in table and "hotel" in html.split('id="judgment"', 1)[1]
 
 
@@ -383,7 +398,7 @@ def test_evidence_keeps_failures_infra_and_evaluator_errors_apart(mixed):
     wrong = next(e for e in fails if e.case_id == "charlie")
     assert wrong.failing_tests == ("tests/test_x.py::test_y",) and wrong.claimed_success
     assert wrong.candidate_digest and wrong.paths[0].label == "run record" and wrong.paths[0].exists
-    assert wrong.paths[0].shown.startswith(".harness/runs/cand-run/trials/")
+    assert wrong.paths[0].kind == "record" and wrong.paths[0].ref == "candidate--charlie--v1--t000"
     assert any(p.label == "verifier stdout" and p.exists for p in wrong.paths)
     assert "hotel" not in {c.case_id for c in data.cases}
     assert [j.case_id for j in data.judgment] == ["hotel"]
@@ -449,7 +464,7 @@ def test_plots_have_one_bar_per_compared_case_and_count_every_case(mixed):
 def test_large_runs_render_marks_compactly_without_per_trial_svg(tmp_path):
     spec = {f"case-{i:03d}": "PPFPPPIPPP" for i in range(60)}
     project, store, run_id = make_run(tmp_path / "p", spec, spec)
-    html = render_html(build_report(project, store, run_id), tmp_path)
+    html = render_html(build_report(project, store, run_id))
     assert html.count("<svg") == 4
     table = html.split('<table id="cases">', 1)[1].split("</table>", 1)[0]
     marks = re.findall(r'<(?:i|a) class="m [pfie][^>]*></(?:i|a)>', table)
@@ -472,31 +487,65 @@ def test_report_without_baseline_says_no_comparison_was_made(tmp_path):
 # ------------------------------------------------------------------------------ JUnit / MD / JSON
 
 
-def test_junit_has_one_suite_per_arm_and_infra_errors_as_errors(mixed, tmp_path):
+def test_junit_fails_only_the_cases_the_gate_names(mixed, tmp_path):
     project, store, run_id = mixed
     out = write_reports(
         project, store, run_id, junit=tmp_path / "ci" / "junit.xml", summary=None, json_path=None
     )
     xml = JUnitXml.fromfile(str(out[1]))
     suites = {s.name: s for s in xml}
-    assert list(suites) == ["candidate: cand", "baseline: prod"]
-    cand, base = suites["candidate: cand"], suites["baseline: prod"]
-    # candidate: bravo, charlie, golf fail; delta (infra) and echo (evaluator) error;
-    # hotel (judgment lane) skipped; alpha and foxtrot pass.
-    assert (cand.tests, cand.failures, cand.errors, cand.skipped) == (8, 3, 2, 1)
-    assert (base.tests, base.failures, base.errors, base.skipped) == (7, 2, 0, 0)
+    assert list(suites) == ["candidate: cand"]  # the baseline is context, not under test
+    cand = suites["candidate: cand"]
+    # bravo (regression) and charlie (broken, critical) are named by the gate; golf failed
+    # every trial but was failing in the baseline too, delta/echo had errors: not failed.
+    assert (cand.tests, cand.failures, cand.errors, cand.skipped) == (8, 2, 0, 1)
     results = {c.name: c.result for c in cand}
-    assert isinstance(results["delta"][0], Error) and results["delta"][0].type == "infra_error"
-    assert isinstance(results["echo"][0], Error) and results["echo"][0].type == "evaluator_error"
+    assert results["golf"] == [] and results["delta"] == [] and results["echo"] == []
     assert isinstance(results["hotel"][0], Skipped)
-    assert results["alpha"] == [] and results["foxtrot"] == []
     bravo = results["bravo"][0]
     assert isinstance(bravo, Failure) and "REGRESSION" in bravo.message
+    assert bravo.type == "regression"
     charlie = results["charlie"][0]
     assert "BROKEN" in charlie.message and "critical case" in charlie.message
+    assert "critical_case_broken" in charlie.message
     assert "tests/test_x.py::test_y" in (charlie.text or "")
     props = {p.name: p.value for p in cand.properties()}
     assert props["verdict"] == decide_run(project, store, run_id).verdict
+    # Each case carries its trials' outcomes as properties.
+    root = ET.parse(out[1]).getroot()
+    golf = root.find(".//testcase[@name='golf']")
+    assert golf is not None
+    trial_props = {p.get("name"): p.get("value") for p in golf.iter("property")}
+    assert trial_props["trial.0"] == "fail (abstained)"
+    assert trial_props["trial.1"] == "fail (timeout)"
+    assert trial_props["label"] == "stable_fail"
+    delta = root.find(".//testcase[@name='delta']")
+    assert delta is not None
+    assert {p.get("value") for p in delta.iter("property")} >= {"infra_error"}
+
+
+def test_junit_baseline_suite_on_request_never_fails(mixed):
+    project, store, run_id = mixed
+    data = build_report(project, store, run_id)
+    root = ET.fromstring(render_junit(data, baseline=True))
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["candidate: cand", "baseline: prod"]
+    assert suites[1].get("failures") == "0" and suites[1].get("tests") == "7"
+    assert root.get("failures") == "2"
+
+
+def test_junit_a_flaky_case_the_gate_does_not_name_is_not_a_failed_test(tmp_path):
+    # A flaky candidate case (one failed trial) the gate accepts is not a failed test.
+    project, store, run_id = make_run(
+        tmp_path / "p", {"a": "PPPP", "b": "PFPP"}, {"a": "PPPP", "b": "PFPF"}
+    )
+    data = build_report(project, store, run_id)
+    assert not any(c.named_by for c in data.cases)
+    root = ET.fromstring(render_junit(data))
+    assert root.get("failures") == "0" and root.get("errors") == "0"
+    b = root.find(".//testcase[@name='b']")
+    assert b is not None and b.find("failure") is None
+    assert "trial 1: fail" in (b.findtext("system-out") or "")
 
 
 def test_markdown_summary_renders_the_same_decision(mixed, tmp_path):
@@ -513,33 +562,36 @@ def test_markdown_summary_renders_the_same_decision(mixed, tmp_path):
         assert _esc(reason.message) in md
     assert "charlie **broken, regression, critical**" in md
     assert "alpha" not in md.split("### Cases that need a look", 1)[1]
-    assert str(out[0]) in md
+    assert "Full report: `index.html`" in md and str(tmp_path) not in md
 
 
 def test_json_has_the_decision_and_the_per_case_table(mixed, tmp_path):
+    from harness.report.schema import ReportDocument
+
     project, store, run_id = mixed
     out = write_reports(
         project, store, run_id, junit=None, summary=None, json_path=tmp_path / "r.json"
     )
     doc = json.loads(out[1].read_text())
+    ReportDocument.model_validate(doc)
     decision = decide_run(project, store, run_id)
+    assert doc["schema_version"] == 2
     assert doc["verdict"] == decision.verdict
     assert doc["decision"]["policy_digest"] == decision.decision.policy_digest
     assert [r["code"] for r in doc["reasons"]] == [r.code for r in decision.decision.reasons]
     rows = {c["case_id"]: c for c in doc["cases"]}
     assert set(rows) == set(MIXED)
-    assert rows["bravo"]["regression"] and rows["bravo"]["candidate"]["outcomes"] == [
+    assert rows["bravo"]["regression"] and rows["bravo"]["named_by"][0] == "regression"
+    assert [m["outcome"] for m in rows["bravo"]["candidate"]["marks"]] == [
         "pass",
         "fail",
         "pass",
         "pass",
     ]
-    assert rows["delta"]["candidate"]["infra_errors"] == 1
-    assert rows["foxtrot"]["candidate"]["attempts"] == [2, 2, 1, 1]
-    assert (
-        doc["judgment_cases"][0]["case_id"] == "hotel"
-        and doc["judgment_cases"][0]["scored"] is False
-    )
+    assert rows["alpha"]["named_by"] == []
+    assert rows["delta"]["candidate"]["summary"]["infra_errors"] == 1
+    assert [m["attempts"] for m in rows["foxtrot"]["candidate"]["marks"]] == [2, 2, 1, 1]
+    assert doc["judgment"][0]["case_id"] == "hotel"
 
 
 def test_bad_output_path_is_a_config_error_naming_the_option(mixed, tmp_path):
@@ -598,7 +650,7 @@ def test_markdown_escaping_keeps_record_text_inert(text):
 )
 @given(text=st.text(alphabet=st.sampled_from("<>&\"'/ scriptabc=\n"), max_size=40))
 def test_html_shows_any_note_text_escaped(small, tmp_path, text):
-    html = render_html(small.model_copy(update={"notes": (text,)}), tmp_path)
+    html = render_html(small.model_copy(update={"notes": (text,)}))
     note = html.split('<span class="sev sev-info">note</span>', 1)[1].split("</li>", 1)[0]
     assert "<" not in note and ">" not in note
     unescaped = (

@@ -1,20 +1,21 @@
-"""Release reports: HTML for reviewers; JUnit XML, a Markdown summary and JSON for CI.
+"""Release reports: a portable folder per run, and the release history across runs.
 
 Every report is rendered from one :class:`~harness.report.data.ReportData`, built from
-the run's stored records only, so they all show the same decision and the same numbers::
+the run's stored records only, so all formats show the same decision and the same numbers::
 
-    write_html_report(project, store, run_id)      -> reports/<run_id>/index.html
-    write_reports(project, store, run_id, junit=..., summary=..., json_path=...)
+    write_report_folder(project, store, run_id, decision=None)  -> ReportFolder
+        reports/<run_id>/{index.html, evidence/, files/, records/,
+                          junit.xml, summary.md, report.json}
+        runs/<run_id>/summary.json in the store, and reports/index.html (the history)
 
-Files are written to a temporary name and renamed into place, so a reader never sees a
-half-written report.
+The folder is built beside its final place and swapped in (see :mod:`.folder`); no file
+in it links outside it or names a host path.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import contextlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,150 +23,145 @@ from harness.decision import RunDecision
 from harness.errors import ConfigError
 from harness.names import MAX_RUN_ID, check_name, inside
 from harness.project import Project
-from harness.report.data import ArmCase, ReportData, build_report, report_from_decision
-from harness.report.html import render_html
+from harness.report.data import (
+    ReportData,
+    build_report,
+    build_report_and_decision,
+    report_from_decision,
+)
+from harness.report.folder import (
+    FORMATS,
+    Format,
+    ReportFolder,
+    Scrubber,
+    StagedFolder,
+    copy_evidence,
+    evidence_pages,
+    folder_size,
+    write_file,
+)
+from harness.report.history import write_history, write_summary
+from harness.report.html import render_evidence_page, render_html
 from harness.report.junit import render_junit
 from harness.report.markdown import render_markdown
+from harness.report.schema import report_document
 from harness.store import Store
 
 __all__ = [
+    "FORMATS",
     "ReportData",
+    "ReportFolder",
     "build_report",
     "json_document",
     "render_html",
     "render_junit",
     "render_markdown",
+    "write_history",
     "write_html_report",
+    "write_report_folder",
     "write_reports",
 ]
 
 
 def json_document(data: ReportData) -> dict[str, Any]:
-    """Return the decision and the per-case table as JSON-ready data (``--json``)."""
-
-    def num(x: float | None) -> float | None:
-        return None if x is None else round(x, 6)
-
-    def arm_case(v: ArmCase | None) -> dict[str, Any] | None:
-        if v is None:
-            return None
-        s = v.summary
-        return {
-            "trials": s.trials,
-            "judged": s.n,
-            "passes": s.passes,
-            "fails": s.fails,
-            "infra_errors": s.infra_errors,
-            "evaluator_errors": s.evaluator_errors,
-            "pass_rate": num(s.pass_rate),
-            "pass_hat_k": num(s.pass_hat_k),
-            "pass_at_k": num(s.pass_at_k),
-            "run_sd": num(s.run_sd),
-            "label": s.label,
-            "outcomes": [m.outcome.value for m in v.marks],
-            "attempts": [m.attempts for m in v.marks],
-            "stop_reasons": v.stop_reasons,
-            "claims": v.claims.model_dump(mode="json") if v.claims else None,
-        }
-
-    return {
-        "schema_version": data.schema_version,
-        "run_id": data.run_id,
-        "generated_at": data.generated_at.isoformat(),
-        "verdict": data.verdict,
-        "headline": data.headline,
-        "reasons": [r.model_dump(mode="json") for r in data.reasons],
-        "notes": list(data.notes),
-        "release": data.release.model_dump(mode="json"),
-        "decision": data.decision.model_dump(
-            mode="json",
-            exclude={
-                "candidate": {"cases"},
-                "baseline": {"cases"},
-                "stored_baseline": {"cases"},
-                "comparison": {"rows"},
-            },
-        ),
-        "arms": {
-            a.key: {
-                "title": a.title,
-                "release": a.release,
-                "claims": a.claims.model_dump(mode="json") if a.claims else None,
-                "cost": a.cost.model_dump(mode="json") if a.cost else None,
-                "attempts_used": {str(n): c for n, c in a.attempts_used.items()},
-                "stop_reasons": a.stop_reasons,
-                "runs": [num(x) for x in a.runs],
-            }
-            for a in data.arms
-        },
-        "cases": [
-            {
-                "case_id": c.case_id,
-                "critical": c.critical,
-                "compared": c.compared,
-                "regression": c.regression,
-                "improvement": c.improvement,
-                "broken": c.broken,
-                "delta_pass_rate": num(c.delta_pass_rate),
-                "delta_pass_hat_k": num(c.delta_pass_hat_k),
-                "baseline_source": c.baseline_source,
-                "flags": list(c.flags),
-                "candidate": arm_case(c.candidate),
-                "baseline": arm_case(c.baseline),
-            }
-            for c in data.cases
-        ],
-        "judgment_cases": [
-            {
-                "case_id": j.case_id,
-                "outcomes": [m.outcome.value for m in j.marks],
-                "candidates": list(j.candidates),
-                "scored": False,
-            }
-            for j in data.judgment
-        ],
-    }
+    """Return ``report.json``'s content as JSON-ready data (see ``harness schema report``)."""
+    doc: dict[str, Any] = report_document(data).model_dump(mode="json")
+    return doc
 
 
-def _write(path: Path, data: bytes, option: str) -> Path:
-    """Atomically (re)write ``path``; a bad destination is a ConfigError naming it."""
-    if path.is_dir():
-        raise ConfigError("is a directory; expected a file path to write", file=path,
-                          field=option)  # fmt: skip
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ConfigError(f"cannot write the report here: {exc.strerror or exc}", file=path,
-                          field=option) from None  # fmt: skip
-    return path
+def _json_bytes(data: ReportData) -> bytes:
+    # Compact: it is for machines (a 1,000-case run's document is a third smaller).
+    return (report_document(data).model_dump_json() + "\n").encode("utf-8")
 
 
-def _html_path(project: Project, run_id: str) -> Path:
+def write_report_folder(
+    project: Project,
+    store: Store,
+    run_id: str,
+    decision: RunDecision | None = None,
+    *,
+    formats: Iterable[Format] = FORMATS,
+    junit_baseline: bool = False,
+    history: bool = True,
+) -> ReportFolder:
+    """Write the portable report folder ``<reports_dir>/<run_id>/`` and refresh the history.
+
+    ``decision``, when the caller has just computed it (``harness run``), is used as is
+    instead of being recomputed from the store. ``formats`` picks the files (all by
+    default); the evidence is copied in with the HTML. ``junit_baseline`` adds the
+    re-executed baseline as a second JUnit suite. The run's summary is stored and the
+    history page ``<reports_dir>/index.html`` rewritten unless ``history`` is False.
+
+    Raises:
+        StoreError: the run or one of its records is missing or corrupt.
+        ConfigError: the report cannot be written (names the folder), or the run's
+            baseline cannot be loaded.
+        InvalidRunError: the run's recorded policy cannot be checked any more.
+
+    """
+    wanted = set(formats)
+    if decision is None or decision.run_id != run_id:
+        data, decision, trials = build_report_and_decision(project, store, run_id)
+    else:
+        trials = store.trials(run_id)
+        data = report_from_decision(project, store, decision, trials)
+    scrub = Scrubber({"store": store.root, "project": project.root})
     check_name(run_id, kind="run", field="RUN", max_len=MAX_RUN_ID)
-    return inside(project.reports_dir, project.reports_dir / run_id / "index.html")
+    dest = inside(project.reports_dir, project.reports_dir / run_id)
+    staged = StagedFolder(dest)
+    try:
+        out = staged.path
+        written: dict[str, Path] = {}
+        if "html" in wanted:
+            copier = copy_evidence(out, store, data, scrub, trials)
+            pages = evidence_pages(data)
+            ev_pages: dict[str, int] = {}
+            for n, groups in enumerate(pages, 1):
+                for g in groups:
+                    ev_pages[g.anchor] = n
+                    ev_pages.update((ev.anchor, n) for ev in g.items)
+            for n, groups in enumerate(pages, 1):
+                page = render_evidence_page(data, groups, n, len(pages), copier.files, ev_pages)
+                write_file(out / "evidence" / f"{n}.html", scrub(page).encode(), "reports_dir")
+            html = scrub(render_html(data, copier.files, ev_pages))
+            written["index"] = write_file(out / "index.html", html.encode(), "reports_dir")
+        if "junit" in wanted:
+            body = render_junit(data, baseline=junit_baseline).decode("utf-8")
+            written["junit"] = write_file(out / "junit.xml", scrub(body).encode(), "reports_dir")
+        if "markdown" in wanted:
+            md = render_markdown(data, html_path="index.html" if "html" in wanted else None)
+            written["summary"] = write_file(out / "summary.md", scrub(md).encode(), "reports_dir")
+        if "json" in wanted:
+            doc = scrub(_json_bytes(data).decode("utf-8"))
+            written["json_path"] = write_file(out / "report.json", doc.encode(), "reports_dir")
+    except BaseException:
+        staged.abort()
+        raise
+    staged.commit()
+    n_files, size = folder_size(dest)
+    hist = None
+    if history:
+        # A read-only store still gets its report; the history then lacks this run.
+        with contextlib.suppress(ConfigError):
+            write_summary(store, decision)
+        hist = write_history(store, project.reports_dir)
+    return ReportFolder(
+        root=dest, index=_moved(written.get("index"), out, dest),
+        junit=_moved(written.get("junit"), out, dest),
+        summary=_moved(written.get("summary"), out, dest),
+        json_path=_moved(written.get("json_path"), out, dest), history=hist,
+        evidence_files=n_files - len(written), bytes=size,
+    )  # fmt: skip
 
 
-def _write_html(project: Project, data: ReportData) -> Path:
-    path = _html_path(project, data.run_id)
-    return _write(path, render_html(data, path.parent).encode("utf-8"), "reports_dir")
+def _moved(path: Path | None, staged: Path, dest: Path) -> Path | None:
+    return None if path is None else dest / path.relative_to(staged)
 
 
 def write_html_report(
     project: Project, store: Store, run_id: str, decision: RunDecision | None = None
 ) -> Path:
-    """Write ``<project.reports_dir>/<run_id>/index.html`` and return its path.
-
-    ``decision``, when the caller has just computed it (``harness run``), is used as is
-    instead of being recomputed from the store.
+    """Write the report folder with its HTML page only; return ``index.html``'s path.
 
     Raises:
         StoreError: the run or one of its records is missing or corrupt.
@@ -173,11 +169,9 @@ def write_html_report(
         InvalidRunError: the run's recorded policy cannot be checked any more.
 
     """
-    if decision is not None and decision.run_id == run_id:
-        data = report_from_decision(project, store, decision, store.trials(run_id))
-    else:
-        data = build_report(project, store, run_id)
-    return _write_html(project, data)
+    folder = write_report_folder(project, store, run_id, decision, formats=("html",))
+    assert folder.index is not None
+    return folder.index
 
 
 def write_reports(
@@ -189,7 +183,7 @@ def write_reports(
     summary: Path | None,
     json_path: Path | None,
 ) -> list[Path]:
-    """Write the HTML report and, when asked, JUnit XML, a Markdown summary and JSON.
+    """Write the report folder and, when asked, copies of its JUnit, Markdown and JSON files.
 
     Returns the written paths, the HTML report first.
 
@@ -199,15 +193,14 @@ def write_reports(
         InvalidRunError: the run's recorded policy cannot be checked any more.
 
     """
-    data = build_report(project, store, run_id)
-    html = _write_html(project, data)
-    paths = [html]
-    if junit is not None:
-        paths.append(_write(junit, render_junit(data), "--junit"))
-    if summary is not None:
-        text = render_markdown(data, html_path=str(html))
-        paths.append(_write(summary, text.encode("utf-8"), "--summary"))
-    if json_path is not None:
-        doc = json.dumps(json_document(data), indent=2, sort_keys=True, allow_nan=False)
-        paths.append(_write(json_path, (doc + "\n").encode("utf-8"), "--json"))
+    for path, option in ((junit, "--junit"), (summary, "--summary"), (json_path, "--json")):
+        if path is not None and path.is_dir():
+            write_file(path, b"", option)  # raises the ConfigError naming the option
+    folder = write_report_folder(project, store, run_id)
+    paths = [p for p in (folder.index,) if p is not None]
+    for extra, src, option in ((junit, folder.junit, "--junit"),
+                               (summary, folder.summary, "--summary"),
+                               (json_path, folder.json_path, "--json")):  # fmt: skip
+        if extra is not None and src is not None:
+            paths.append(write_file(extra, src.read_bytes(), option))
     return paths

@@ -21,7 +21,6 @@ import datetime as dt
 import hashlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -48,6 +47,7 @@ __all__ = [
     "PathRef",
     "ReportData",
     "build_report",
+    "gate_named_cases",
     "report_from_decision",
 ]
 
@@ -100,6 +100,9 @@ class CaseView(_Frozen):
     baseline_source: Literal["re-executed", "stored"] | None = None
     flags: tuple[str, ...] = ()
     """Filter tags: regression, improvement, broken, flaky, failing, errors, critical."""
+    named_by: tuple[str, ...] = ()
+    """Why the gate names this case: ``regression``, ``broken``, or the code of a reason
+    whose data names it (``critical_case_broken``, …). Empty: the gate is silent on it."""
 
 
 class ArmCost(_Frozen):
@@ -132,13 +135,15 @@ class ArmView(_Frozen):
 
 
 class PathRef(_Frozen):
-    """A file on disk behind a number: a run record, a blob."""
+    """A stored file behind a number: a run record or a blob, named by store identity.
+
+    Never a host path: the report folder writer resolves it in the store and copies it in.
+    """
 
     label: str
-    path: str
-    """Absolute path."""
-    shown: str
-    """Path relative to the project root when under it."""
+    kind: Literal["record", "blob"]
+    ref: str
+    """The record's trial slug, or the blob's digest."""
     exists: bool
 
 
@@ -226,7 +231,6 @@ class ReportData(_Frozen):
     judgment: tuple[JudgmentCase, ...]
     excerpts: dict[str, str]
     """Excerpt id → text, each distinct text once."""
-    project_root: str
 
     def arm(self, key: ArmKey) -> ArmView | None:
         """Return the arm with ``key``, or None when the run has no such arm."""
@@ -249,26 +253,23 @@ _JUDGED = (Outcome.PASS, Outcome.FAIL)
 
 
 class _Paths:
-    """Turns store locations into :class:`PathRef` (existence checked once per path)."""
+    """Turns store locations into :class:`PathRef` (blob existence checked once per blob)."""
 
-    def __init__(self, project: Project, store: Store, run_id: str) -> None:
-        self.root = project.root.resolve()
+    def __init__(self, store: Store, run_id: str) -> None:
         self.store = store
-        self.trials_dir = store.run_dir(run_id) / "trials"
-
-    def ref(self, label: str, path: Path) -> PathRef:
-        absolute = path if path.is_absolute() else (Path.cwd() / path)
-        try:
-            shown = str(absolute.relative_to(self.root))
-        except ValueError:
-            shown = str(absolute)
-        return PathRef(label=label, path=str(absolute), shown=shown, exists=absolute.exists())
+        self._blobs: dict[str, bool] = {}
 
     def record(self, rec: RunRecord) -> PathRef:
-        return self.ref("run record", self.trials_dir / f"{rec.key.slug()}.json")
+        # The record is in hand: it was read from the store's trials folder.
+        return PathRef(label="run record", kind="record", ref=rec.key.slug(), exists=True)
 
     def blob(self, label: str, digest: str | None) -> PathRef | None:
-        return None if digest is None else self.ref(label, self.store.blob_path(digest))
+        if digest is None:
+            return None
+        exists = self._blobs.get(digest)
+        if exists is None:
+            exists = self._blobs[digest] = self.store.blob_path(digest).exists()
+        return PathRef(label=label, kind="blob", ref=digest, exists=exists)
 
 
 class _Excerpts:
@@ -414,9 +415,16 @@ def build_report(project: Project, store: Store, run_id: str) -> ReportData:
         ConfigError: the run's baseline cannot be loaded.
 
     """
+    return build_report_and_decision(project, store, run_id)[0]
+
+
+def build_report_and_decision(project: Project, store: Store, run_id: str
+                              ) -> tuple[ReportData, RunDecision, list[RunRecord]]:  # fmt: skip
+    """Like :func:`build_report`, also returning the decision and the records it read."""
     cached = _OnceStore(store)
     decision = decide_run(project, cached, run_id)
-    return report_from_decision(project, store, decision, cached.trials(run_id))
+    trials = cached.trials(run_id)
+    return report_from_decision(project, store, decision, trials), decision, trials
 
 
 class _OnceStore(Store):
@@ -444,7 +452,7 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
     """
     release = rd.release
     dec = rd.decision
-    paths = _Paths(project, store, rd.run_id)
+    paths = _Paths(store, rd.run_id)
     excerpts = _Excerpts()
     judgment_ids = set(release.judgment_cases)
     policy_critical = (release.policy or {}).get("critical_cases") or ()
@@ -501,6 +509,7 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         else {}
     )
     rows = {r.case_id: r for r in dec.comparison.rows} if dec.comparison else {}
+    named = gate_named_cases(dec)
     cases: list[CaseView] = []
     for cid in case_ids:
         row = rows.get(cid)
@@ -520,7 +529,8 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
             delta_pass_hat_k=row.delta_pass_hat_k if row else None,
             p_diagnostic=row.p_diagnostic if row else None,
             candidate=c_view, baseline=b_view, baseline_source=source,
-            flags=_flags(c_view, b_view, is_crit, reg, imp, brk)))  # fmt: skip
+            flags=_flags(c_view, b_view, is_crit, reg, imp, brk),
+            named_by=named.get(cid, ())))  # fmt: skip
 
     arms: list[ArmView] = [_arm_view("candidate", _title("candidate", release.release),
                                      release.release, dec.candidate, by_arm["candidate"],
@@ -559,12 +569,41 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         headline=rd.headline, reasons=dec.reasons, notes=rd.notes, release=release,
         decision=dec, arms=tuple(arms), cases=tuple(cases), failures=ordered("fail"),
         infra_errors=ordered("infra_error"), evaluator_errors=ordered("evaluator_error"),
-        judgment=tuple(judgment), excerpts=excerpts.texts, project_root=str(paths.root),
+        judgment=tuple(judgment), excerpts=excerpts.texts,
     )  # fmt: skip
 
 
 def _title(role: str, release: str | None) -> str:
     return role if not release or release == role else f"{role} · {release}"
+
+
+def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
+    """Case id → why the gate names it: regression, broken, or a reason code.
+
+    Read generically from the decision: the comparison's regressions and broken cases, and
+    every reason whose data names a case (``case_id``) or several (``cases``), whatever
+    the rule. Info-level mentions count too: a named case is one a reviewer must look at.
+    """
+    named: dict[str, list[str]] = {}
+
+    def add(cid: object, why: str) -> None:
+        tags = named.setdefault(str(cid), [])
+        if why not in tags:
+            tags.append(why)
+
+    if dec.comparison is not None:
+        for cid in dec.comparison.broken:
+            add(cid, "broken")
+        for cid in dec.comparison.regressions:
+            add(cid, "regression")
+    for r in dec.reasons:
+        if "case_id" in r.data:
+            add(r.data["case_id"], r.code)
+        cases = r.data.get("cases")
+        if isinstance(cases, list | tuple):
+            for cid in cases:
+                add(cid, r.code)
+    return {cid: tuple(tags) for cid, tags in named.items()}
 
 
 def _policy_critical(dec: Decision) -> set[str]:

@@ -1,11 +1,14 @@
-"""The HTML report: one self-contained file (inline CSS, inline SVG, a little vanilla JS).
+"""The HTML pages of a report folder: ``index.html`` and the ``evidence/<n>.html`` pages.
 
-Rendered with jinja2, autoescaping on for every template: nothing from a record (case
-ids, verifier output, failing test names, reasons) reaches the page as markup. Verifier
-excerpts travel as JSON inside a ``<script type="application/json">`` block (``tojson``
-escapes ``<``, ``>`` and ``&``) and are put into the page with ``textContent`` when a
-reviewer opens a trial's evidence, so a large run's page stays light. A Content Security
-Policy allows only the report's own script (by hash) and no network at all.
+Each page is self-contained (inline CSS, inline SVG, a little vanilla JS on the index)
+and links only inside the folder. Rendered with jinja2, autoescaping on for every
+template: nothing from a record (case ids, verifier output, diffs, failing test names,
+reasons) reaches a page as markup. A Content Security Policy allows only the report's own
+script (by hash) and no network at all.
+
+The index leads with the decision and the cases the gate names, each with its failing
+trials' reason, diff and log excerpt inline; every other trial that did not pass is on an
+evidence page (about 200 trials a page) one click from its mark in the per-case table.
 
 Plots are computed here as lists of shapes (:class:`Shape`) and drawn by the template as
 inline SVG; no per-trial SVG is ever emitted.
@@ -16,19 +19,21 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-import os
-import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
-from harness.report.data import ArmView, CaseView, ReportData
+from harness.report.data import ArmCase, ArmView, CaseView, Evidence, EvidenceGroup, ReportData
+from harness.report.folder import EvidenceFile
 
-__all__ = ["Plot", "Shape", "delta_plot", "distribution_plot", "forest_plot", "render_html",
-           "spread_plot"]  # fmt: skip
+__all__ = ["Plot", "Shape", "attention_cases", "delta_plot", "distribution_plot", "forest_plot",
+           "render_evidence_page", "render_html", "spread_plot"]  # fmt: skip
+
+ATTENTION_INLINE = 2
+"""Evidence items shown inline per named case at the top of the page (the rest: a click)."""
 
 _ARM_CLASS = {"candidate": "a-c", "baseline": "a-b", "stored": "a-s"}
 _OUTCOME_LETTER = {"pass": "p", "fail": "f", "infra_error": "i", "evaluator_error": "e"}
@@ -301,6 +306,45 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _pre(text: str) -> markupsafe.Markup:
+    """Escape text for a ``<pre>`` body: only ``&``, ``<`` and ``>`` need it there.
+
+    Leaves quotes alone, which keeps a run record's JSON a third smaller than autoescaping
+    would; never use this filter in an attribute.
+    """
+    out = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return markupsafe.Markup(out)
+
+
+def _marks_html(ac: ArmCase | None, ev_href: Any) -> markupsafe.Markup:
+    """One mark per trial (a link to its evidence when it did not pass).
+
+    Built here rather than in a template loop: a 1,000-case run has 20,000 marks, and this
+    is the page's hottest spot.
+    """
+    if ac is None:
+        return markupsafe.Markup('<span class="muted">—</span>')
+    if not ac.marks:
+        return markupsafe.Markup('<span class="muted">stored</span>')
+    parts = ['<span class="marks">']
+    for m in ac.marks:
+        outcome = m.outcome.value
+        tip = f"trial {m.trial}: {outcome}"
+        if m.failure_type is not None:
+            tip += f" ({m.failure_type.value})"
+        cls = f"m {_OUTCOME_LETTER[outcome]}"
+        if m.attempts > 1:
+            tip += f", {m.attempts} attempts"
+            cls += " a2"
+        if m.anchor:
+            href = markupsafe.escape(ev_href(m.anchor))
+            parts.append(f'<a class="{cls}" href="{href}" title="{tip}"></a>')
+        else:
+            parts.append(f'<i class="{cls}" title="{tip}"></i>')
+    parts.append("</span>")
+    return markupsafe.Markup("".join(parts))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.report", "templates"),
@@ -311,8 +355,8 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(num=_num, signed=_signed, pct=_pct, short=_short, dur=_dur,
-                       sortval=_sortval, quantity=_quantity, show=_show)  # fmt: skip
-    env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS)
+                       sortval=_sortval, quantity=_quantity, show=_show, pre=_pre)  # fmt: skip
+    env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS, marks_html=_marks_html)
     return env
 
 
@@ -330,26 +374,53 @@ def _script_hash(source: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()
 
 
-def render_html(data: ReportData, report_dir: Path) -> str:
-    """Render the report page for ``data``; links to records are relative to ``report_dir``."""
+def _context(data: ReportData, files: Mapping[str, EvidenceFile],
+             ev_pages: Mapping[str, int]) -> dict[str, Any]:  # fmt: skip
+    def ev_href(anchor: str | None, prefix: str = "") -> str:
+        """Link to an evidence item (or group) on its evidence page."""
+        if anchor is None:
+            return ""
+        return f"{prefix}evidence/{ev_pages.get(anchor, 1)}.html#{anchor}"
+
+    def diff_preview(ev: Any) -> EvidenceFile | None:
+        for p in ev.paths:
+            if p.label == "candidate diff":
+                return files.get(p.ref)
+        return None
+
+    return {"d": data, "dec": data.decision, "rel": data.release, "files": files,
+            "ev_href": ev_href, "diff_of": diff_preview, "letter": _OUTCOME_LETTER}  # fmt: skip
+
+
+def attention_cases(data: ReportData) -> list[tuple[CaseView, list[Evidence]]]:
+    """Return the cases the gate names, most serious first, with the candidate's evidence."""
+    by_case: dict[str, list[Evidence]] = {}
+    for groups in (data.failures, data.infra_errors, data.evaluator_errors):
+        for g in groups:
+            if g.arm == "candidate":
+                by_case.setdefault(g.case_id, []).extend(g.items)
+    named = [c for c in data.cases if c.named_by]
+    named.sort(key=lambda c: (not c.broken, not c.critical, not c.regression, c.case_id))
+    return [(c, sorted(by_case.get(c.case_id, []), key=lambda e: e.trial)) for c in named]
+
+
+def render_html(data: ReportData, files: Mapping[str, EvidenceFile] | None = None,
+                ev_pages: Mapping[str, int] | None = None) -> str:  # fmt: skip
+    """Render the report page for ``data``.
+
+    ``files`` maps a :class:`PathRef`'s ``ref`` to its copy in the folder; ``ev_pages`` maps
+    an evidence anchor to its evidence page number (both from the folder writer).
+    """
     env = _env()
     loader = env.loader
     assert loader is not None
     script, _, _ = loader.get_source(env, "report.js")
     style, _, _ = loader.get_source(env, "report.css")
-    base = report_dir.resolve()
-
-    def href(path: str) -> str:
-        rel = os.path.relpath(path, base)
-        return urllib.parse.quote(Path(rel).as_posix())
-
     cand = data.arm("candidate")
     base_arm = data.arm("baseline")
     plot_arms = [a for a in data.arms if a.summary.cases_with_data]
-    ctx = {
-        "d": data,
-        "dec": data.decision,
-        "rel": data.release,
+    ctx = _context(data, files or {}, ev_pages or {})
+    ctx.update({
         "cand": cand,
         "base": base_arm,
         "stored": data.arm("stored"),
@@ -361,9 +432,24 @@ def render_html(data: ReportData, report_dir: Path) -> str:
         "style": style,
         "script": script,
         "script_hash": _script_hash(script),
-        "href": href,
+        "attention": attention_cases(data),
+        "attention_inline": ATTENTION_INLINE,
+        "n_pages": len(set((ev_pages or {}).values())),
         "evidence_count": sum(
             len(g.items) for g in data.failures + data.infra_errors + data.evaluator_errors
         ),
-    }
+    })  # fmt: skip
     return env.get_template("report.html.j2").render(**ctx)
+
+
+def render_evidence_page(data: ReportData, groups: Sequence[EvidenceGroup], page: int,
+                         pages: int, files: Mapping[str, EvidenceFile],
+                         ev_pages: Mapping[str, int]) -> str:  # fmt: skip
+    """Render evidence page ``page`` (1-based) of ``pages``: full evidence of its groups."""
+    env = _env()
+    loader = env.loader
+    assert loader is not None
+    style, _, _ = loader.get_source(env, "report.css")
+    ctx = _context(data, files, ev_pages)
+    ctx.update({"groups": groups, "page": page, "pages": pages, "style": style})
+    return env.get_template("evidence.html.j2").render(**ctx)

@@ -1,16 +1,18 @@
-"""JUnit XML for CI: one ``<testsuite>`` per arm, one ``<testcase>`` per case.
+"""JUnit XML for CI: the candidate's cases as test cases, judged the way the gate judges.
 
-A case's testcase is
+One ``<testsuite>`` for the candidate (a second one for the re-executed baseline only when
+asked: it is context, not the thing under test). A case's testcase is
 
-* ``<failure>`` when any of its trials in that arm failed (the candidate's fault); the
-  message carries the reasons: how many trials failed with which failure types, the
-  regression against the baseline, critical-case status, and the first failing tests;
-* ``<error>`` when none failed but some trials were infra or evaluator errors (the
-  environment or the verifier broke: neither credited nor blamed);
-* ``<skipped>`` for a case without any trial in that arm, a baseline case that was not
-  re-executed (stored results used), and judgment-lane cases (run, never scored);
+* ``<failure>`` only when the gate names the case: a regression against the baseline, a
+  broken case (all-pass → all-fail), a critical case, or any reason whose data names it.
+  A flaky case with one failed trial that the gate accepts is not a failed test;
+* ``<skipped>`` for a case without any trial, a baseline case that was not re-executed,
+  and judgment-lane cases (run, never scored);
 * passed otherwise.
 
+Every testcase carries its trials' outcomes as ``<properties>`` (``trial.<i>`` = outcome
+and failure type, plus pass rate, pass^k and label), and every trial that did not pass is
+listed in ``<system-out>`` with its reason and its evidence file in the report folder.
 The gate's verdict and reasons are ``<properties>`` of every suite, so a CI viewer that
 only reads JUnit still sees why the run passed or failed. Built with ElementTree, which
 escapes every text and attribute.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from harness.report.data import ArmCase, CaseView, ReportData
+from harness.report.data import ArmCase, CaseView, EvidenceGroup, ReportData
 
 __all__ = ["render_junit"]
 
@@ -40,6 +42,7 @@ def _rate(x: float | None) -> str:
 
 def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
     s = ac.summary
+    named = ("named by the gate: " + ", ".join(c.named_by)) if c.named_by else ""
     types: dict[str, int] = {}
     for m in ac.marks:
         if m.failure_type is not None and m.outcome.value == "fail":
@@ -60,89 +63,115 @@ def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
             parts.append(f"delta pass rate {c.delta_pass_rate:+.2f} vs baseline")
     if c.critical:
         parts.append("critical case")
+    if named:
+        parts.insert(0, named)
     return "; ".join(parts)
 
 
-def _details(data: ReportData, case_id: str, arm: str) -> str:
-    lines: list[str] = []
+def _evidence_index(data: ReportData) -> dict[tuple[str, str], list[EvidenceGroup]]:
+    index: dict[tuple[str, str], list[EvidenceGroup]] = {}
     for groups in (data.failures, data.infra_errors, data.evaluator_errors):
         for g in groups:
-            if g.case_id != case_id or g.arm != arm:
-                continue
-            for ev in g.items:
-                ft = f" ({ev.failure_type.value})" if ev.failure_type else ""
-                lines.append(f"trial {ev.trial}: {ev.outcome.value}{ft}: {ev.reason}")
-                if ev.failing_tests:
-                    lines.append("  failing tests: " + ", ".join(ev.failing_tests[:10]))
-                if ev.bound is not None:
-                    lines.append(f"  bound fired: {ev.bound.kind.value} (limit {ev.bound.limit:g})")
-                lines.append(f"  record: {ev.paths[0].shown}")
+            index.setdefault((g.case_id, g.arm), []).append(g)
+    return index
+
+
+def _details(groups: list[EvidenceGroup]) -> str:
+    lines: list[str] = []
+    for ev in sorted((ev for g in groups for ev in g.items), key=lambda e: e.trial):
+        ft = f" ({ev.failure_type.value})" if ev.failure_type else ""
+        lines.append(f"trial {ev.trial}: {ev.outcome.value}{ft}: {ev.reason}")
+        if ev.failing_tests:
+            lines.append("  failing tests: " + ", ".join(ev.failing_tests[:10]))
+        if ev.bound is not None:
+            lines.append(f"  bound fired: {ev.bound.kind.value} (limit {ev.bound.limit:g})")
+        lines.append(f"  evidence: records/{ev.paths[0].ref}.json")
     return "\n".join(lines)
 
 
-def render_junit(data: ReportData) -> bytes:
-    """Render the JUnit XML document for ``data`` (UTF-8 bytes, XML declaration)."""
+def _trial_properties(tc: ET.Element, ac: ArmCase) -> None:
+    s = ac.summary
+    props = ET.SubElement(tc, "properties")
+    for m in ac.marks:
+        value = m.outcome.value + (f" ({m.failure_type.value})" if m.failure_type else "")
+        if m.attempts > 1:
+            value += f", {m.attempts} attempts"
+        ET.SubElement(props, "property", name=f"trial.{m.trial}", value=value)
+    for name, value in (("pass_rate", _rate(s.pass_rate)), (f"pass^{s.k}", _rate(s.pass_hat_k)),
+                        (f"pass@{s.k}", _rate(s.pass_at_k)), ("label", s.label)):  # fmt: skip
+        ET.SubElement(props, "property", name=name, value=value)
+
+
+def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[str, int]:
+    suite = ET.SubElement(root, "testsuite", name=f"{arm}: {release}")
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("verdict", data.verdict), ("run_id", data.run_id), ("release", release),
+        ("system_digest", data.release.system_digest),
+        ("policy_digest", data.decision.policy_digest), ("k", str(data.release.k)),
+        *((f"reason.{i}", f"[{r.severity}] {r.message}") for i, r in
+          enumerate(data.reasons, 1)),
+    ):  # fmt: skip
+        ET.SubElement(props, "property", name=name, value=value)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    evidence = _evidence_index(data)
+    for c in data.cases:
+        ac = c.candidate if arm == "candidate" else c.baseline
+        tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id)
+        counts["tests"] += 1
+        if ac is None or ac.summary.trials == 0:
+            ET.SubElement(tc, "skipped", message=f"no trials of this case in the {arm}")
+            counts["skipped"] += 1
+            continue
+        if arm == "baseline" and c.baseline_source == "stored":
+            ET.SubElement(tc, "skipped", message="not re-executed in this run: the "
+                          "comparison used the stored baseline results")  # fmt: skip
+            counts["skipped"] += 1
+            continue
+        _trial_properties(tc, ac)
+        s = ac.summary
+        details = _details(evidence.get((c.case_id, arm), []))
+        # Only the candidate is judged by the gate; a baseline case is context, never failed.
+        if arm == "candidate" and c.named_by:
+            el = ET.SubElement(tc, "failure", message=_fail_message(c, ac, arm),
+                               type=c.named_by[0])  # fmt: skip
+            el.text = details
+            counts["failures"] += 1
+        out = ET.SubElement(tc, "system-out")
+        out.text = (f"{s.passes}/{s.n} judged trials passed; {s.infra_errors} infra / "
+                    f"{s.evaluator_errors} evaluator errors; pass rate {_rate(s.pass_rate)}; "
+                    f"pass^{s.k} {_rate(s.pass_hat_k)}; pass@{s.k} {_rate(s.pass_at_k)}; "
+                    f"label {s.label}" + (f"\n{details}" if details else ""))  # fmt: skip
+    if arm == "candidate":
+        for j in data.judgment:
+            tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id)
+            ET.SubElement(tc, "skipped", message=(
+                f"judgment lane: {len(j.marks)} trials run, never scored"))  # fmt: skip
+            counts["tests"] += 1
+            counts["skipped"] += 1
+    view = data.arm(arm)  # type: ignore[arg-type]
+    seconds = 0.0
+    if view is not None and view.cost is not None:
+        seconds = view.cost.agent_seconds + view.cost.verifier_seconds
+    for key, count in counts.items():
+        suite.set(key, str(count))
+    suite.set("time", f"{seconds:.3f}")
+    return counts
+
+
+def render_junit(data: ReportData, *, baseline: bool = False) -> bytes:
+    """Render the JUnit XML document for ``data`` (UTF-8 bytes, XML declaration).
+
+    ``baseline`` adds the re-executed baseline as a second suite (never failed: context).
+    """
     root = ET.Element("testsuites", name=f"harness {data.run_id}")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     arms = [("candidate", data.release.release)]
-    if data.arm("baseline") is not None:
+    if baseline and data.arm("baseline") is not None:
         arms.append(("baseline", data.release.baseline or "baseline"))
     for arm, release in arms:
-        suite = ET.SubElement(root, "testsuite", name=f"{arm}: {release}")
-        props = ET.SubElement(suite, "properties")
-        for name, value in (
-            ("verdict", data.verdict), ("run_id", data.run_id), ("release", release),
-            ("system_digest", data.release.system_digest),
-            ("policy_digest", data.decision.policy_digest), ("k", str(data.release.k)),
-            *((f"reason.{i}", f"[{r.severity}] {r.message}") for i, r in
-              enumerate(data.reasons, 1)),
-        ):  # fmt: skip
-            ET.SubElement(props, "property", name=name, value=value)
-        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        seconds = 0.0
-        for c in data.cases:
-            ac = c.candidate if arm == "candidate" else c.baseline
-            tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id)
-            counts["tests"] += 1
-            if ac is None or ac.summary.trials == 0:
-                ET.SubElement(tc, "skipped", message=f"no trials of this case in the {arm}")
-                counts["skipped"] += 1
-                continue
-            if arm == "baseline" and c.baseline_source == "stored":
-                ET.SubElement(tc, "skipped", message="not re-executed in this run: the "
-                              "comparison used the stored baseline results")  # fmt: skip
-                counts["skipped"] += 1
-                continue
-            s = ac.summary
-            if s.fails:
-                el = ET.SubElement(tc, "failure", message=_fail_message(c, ac, arm), type="fail")
-                el.text = _details(data, c.case_id, arm)
-                counts["failures"] += 1
-            elif s.infra_errors or s.evaluator_errors:
-                kind = "infra_error" if s.infra_errors else "evaluator_error"
-                el = ET.SubElement(tc, "error", type=kind, message=(
-                    f"{s.infra_errors} infra / {s.evaluator_errors} evaluator errors in "
-                    f"{s.trials} trials: not judged, neither credited nor blamed"))  # fmt: skip
-                el.text = _details(data, c.case_id, arm)
-                counts["errors"] += 1
-            out = ET.SubElement(tc, "system-out")
-            out.text = (f"{s.passes}/{s.n} judged trials passed; pass rate {_rate(s.pass_rate)}; "
-                        f"pass^{s.k} {_rate(s.pass_hat_k)}; pass@{s.k} {_rate(s.pass_at_k)}; "
-                        f"label {s.label}")  # fmt: skip
-        if arm == "candidate":
-            for j in data.judgment:
-                tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id)
-                ET.SubElement(tc, "skipped", message=(
-                    f"judgment lane: {len(j.marks)} trials run, never scored"))  # fmt: skip
-                counts["tests"] += 1
-                counts["skipped"] += 1
-        view = data.arm(arm)  # type: ignore[arg-type]
-        if view is not None and view.cost is not None:
-            seconds = view.cost.agent_seconds + view.cost.verifier_seconds
-        for key, count in counts.items():
-            suite.set(key, str(count))
+        for key, count in _suite(root, data, arm, release).items():
             totals[key] += count
-        suite.set("time", f"{seconds:.3f}")
     for key, count in totals.items():
         root.set(key, str(count))
     for el in root.iter():

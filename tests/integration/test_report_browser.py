@@ -152,8 +152,10 @@ def test_report_opens_sorts_filters_and_shows_evidence_as_text(tmp_path: Path) -
             page.fill("#q", "")
             assert len(_column(page, 0)) == len(CANDIDATE)
 
-            # Evidence: the failing mark opens its trial; verifier output is text.
+            # Evidence: the failing mark opens its trial on an evidence page; output is text.
             page.locator("#cases tr", has_text="xss-output").locator("a.m.f").first.click()
+            page.wait_for_load_state()
+            assert "/evidence/" in page.url
             excerpt = page.locator(".ev:target pre.excerpt").first
             excerpt.wait_for(state="visible")
             assert excerpt.inner_text() == XSS.strip() or excerpt.text_content() == XSS
@@ -163,6 +165,65 @@ def test_report_opens_sorts_filters_and_shows_evidence_as_text(tmp_path: Path) -
 
             assert problems == []
             assert all(re.match(r"^(file|data|about):", u) for u in requests), requests
+        finally:
+            browser.close()
+
+
+def test_a_copied_report_folder_shows_a_failing_trials_diff_and_log_offline(tmp_path: Path) -> None:
+    """The folder is copied elsewhere and the store deleted: the evidence is still there."""
+    import shutil
+
+    from test_report import DIFF_MARK
+
+    from harness.report import write_report_folder
+
+    sync_playwright = _chromium()
+    project, store, run_id = make_run(
+        tmp_path / "proj", CANDIDATE, BASELINE, critical=("json-report-artifact",)
+    )
+    write_report_folder(project, store, run_id)
+    folder = tmp_path / "uploaded" / "report"
+    shutil.copytree(project.reports_dir / run_id, folder)
+    shutil.rmtree(project.root)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            requests: list[str] = []
+            problems: list[str] = []
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+            page.goto((folder / "index.html").as_uri())
+            # The page leads with the broken critical case: its diff and log are right there.
+            named = page.locator("#attention .named").first
+            assert named.get_attribute("data-case") == "json-report-artifact"
+            assert DIFF_MARK in named.locator("pre.diff").first.inner_text()
+            assert "AssertionError" in named.locator("pre.log").first.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "report-attention.png"))
+            # The trial's links: its diff beside it, the full log one click away in the folder.
+            named.locator("a[data-kind='candidate diff']").first.click()
+            assert DIFF_MARK in page.locator("pre.diff:target").inner_text()
+            named.locator("a[data-kind='verifier stdout']").first.click()
+            page.wait_for_load_state()
+            assert page.url.startswith((folder / "files").as_uri())
+            assert "AssertionError" in page.locator("body").inner_text()
+            page.go_back()
+            # And a failing mark of another case opens its evidence page, diff included.
+            page.locator("#cases tr", has_text="date-parse-iso").locator("a.m.f").first.click()
+            page.wait_for_load_state()
+            target = page.locator(".ev:target")
+            assert "date-parse-iso" in target.locator("h4").inner_text()
+            assert DIFF_MARK in target.locator("pre.diff").first.inner_text()
+            target.locator("details.record summary").click()
+            record = target.locator("details.record pre").inner_text()
+            assert '"case_id": "date-parse-iso"' in record
+            page.go_back()
+            page.goto((folder / "evidence" / "1.html").as_uri())
+            assert problems == [], problems
+            root = folder.as_uri()
+            outside = [u for u in requests if not u.startswith((root, "data:"))]
+            assert requests and outside == [], outside
         finally:
             browser.close()
 

@@ -1,0 +1,101 @@
+"""The JSON documents the CLI prints, as pydantic models; their JSON schemas come from these.
+
+One model per output (``harness schema NAME`` prints its schema; docs/json.md lists them):
+
+* ``report`` — ``report.json`` in a report folder and ``harness report --json``;
+* ``gate`` — ``harness gate --json``;
+* ``show`` — ``harness show --json``;
+* ``runs`` — ``harness runs --json``;
+* ``summary`` — the per-run summary the history is built from.
+
+They share their parts: the release record, the gate's decision and the run records are
+the same models everywhere, so one schema describes each wherever it appears.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.gate import Decision, Reason
+from harness.records import ReleaseRecord, ResultRecord, RunRecord
+from harness.report.data import ArmView, CaseView, JudgmentCase, ReportData
+from harness.report.history import RunsDocument, RunSummary
+
+__all__ = ["SCHEMAS", "GateDocument", "ReportDocument", "ShowDocument", "json_schema",
+           "report_document"]  # fmt: skip
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class ReportDocument(_Doc):
+    """``report.json``: the decision, the arms, the per-case table, the judgment lane."""
+
+    schema_version: Literal[2] = 2
+    run_id: str
+    generated_at: dt.datetime
+    verdict: str
+    """pass, warn, fail or blocked."""
+    headline: str
+    reasons: tuple[Reason, ...]
+    notes: tuple[str, ...]
+    release: ReleaseRecord
+    decision: Decision
+    arms: tuple[ArmView, ...]
+    cases: tuple[CaseView, ...]
+    """One per scored case; ``named_by`` says why the gate names it (empty: it does not)."""
+    judgment: tuple[JudgmentCase, ...]
+    """Judgment-lane cases: run, listed, never scored."""
+
+
+class GateDocument(_Doc):
+    """``harness gate --json``: the decision recomputed from the stored records."""
+
+    run_id: str
+    release: str
+    system_digest: str
+    verdict: str
+    notes: list[str]
+    judgment_cases: list[str]
+    decision: Decision
+
+
+class ShowDocument(_Doc):
+    """``harness show --json``: the release record, every run record, every gate result."""
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    release: ReleaseRecord
+    trials: tuple[RunRecord, ...]
+    results: tuple[ResultRecord, ...]
+    """Gate results written for the run, oldest first."""
+
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "gate": GateDocument,
+    "report": ReportDocument,
+    "runs": RunsDocument,
+    "show": ShowDocument,
+    "summary": RunSummary,
+}
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """Return the JSON schema (draft 2020-12) of output ``name`` (a key of :data:`SCHEMAS`)."""
+    schema = SCHEMAS[name].model_json_schema(mode="serialization")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"harness/{name}.schema.json"
+    return schema
+
+
+def report_document(data: ReportData) -> ReportDocument:
+    """Return the ``report.json`` document of a report."""
+    return ReportDocument(
+        run_id=data.run_id, generated_at=data.generated_at, verdict=data.verdict,
+        headline=data.headline, reasons=data.reasons, notes=data.notes, release=data.release,
+        decision=data.decision, arms=data.arms, cases=data.cases, judgment=data.judgment,
+    )  # fmt: skip
