@@ -643,17 +643,21 @@ def run_release(
     finally:
         executor.close()
     reports: tuple[Path, ...] = ()
-    if request.report:
-        try:
+    try:
+        if request.report:
             reports = _write_reports(project, store, handle.run_id, decision)
-        except OSError as exc:
-            # The decision is stored; only its rendering failed (e.g. a full disk).
-            raise InfraError(
-                f"run {handle.run_id}: the decision ({decision.verdict}) is stored, but the "
-                f"report could not be written: {exc}; free the space and run "
-                f"`harness report {handle.run_id}`",
-                reason="report_write",
-            ) from exc
+        else:
+            from harness.report.history import write_summary
+
+            write_summary(store, decision)  # the run still appears in the release history
+    except OSError as exc:
+        # The decision is stored; only its rendering failed (e.g. a full disk).
+        raise InfraError(
+            f"run {handle.run_id}: the decision ({decision.verdict}) is stored, but the "
+            f"report could not be written: {exc}; free the space and run "
+            f"`harness report {handle.run_id}`",
+            reason="report_write",
+        ) from exc
     return RunOutcome(handle.run_id, decision, reports)
 
 
@@ -675,6 +679,8 @@ def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
 def _write_reports(
     project: Project, store: Store, run_id: str, decision: RunDecision
 ) -> tuple[Path, ...]:
-    from harness.report import write_html_report
+    """Write the whole report folder (HTML, JUnit, Markdown, JSON, evidence, history)."""
+    from harness.report import write_report_folder
 
-    return (write_html_report(project, store, run_id, decision),)
+    folder = write_report_folder(project, store, run_id, decision)
+    return (*folder.paths, *((folder.history,) if folder.history else ()))
