@@ -240,7 +240,7 @@ def test_bundled_example_report_from_a_real_run_opens_cleanly(tmp_path: Path) ->
     root.mkdir()
     for name in ("harness.yaml", "policy.yaml"):
         shutil.copy2(repo / name, root / name)
-    for name in ("cases", "orchestration", "baselines"):
+    for name in ("cases", "orchestration", "baselines", "env", "examples"):
         shutil.copytree(repo / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
     done = subprocess.run(
