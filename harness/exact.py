@@ -311,7 +311,7 @@ def allocate_alpha(
     active = {(g, t) for g, gw, tests in groups if gw > 0 for t, w, _ in tests if w > 0}
     info = {(g, t): (gw, w, mp) for g, gw, tests in groups for t, w, mp in tests}
     shares: dict[tuple[str, str], float] = {}
-    while True:
+    while active:
         gws = {g: info[(g, t)][0] for g, t in active}
         gsum = sum(gws.values())
         shares = {}

@@ -408,8 +408,8 @@ def rule_regression(
     for cid in res.failing_critical:
         out.append(_r("critical_case_regressed", "fail",
                       f"critical case {cid!r} dropped significantly: exact p = "
-                      f"{res.critical_p[cid]:.3g} ≤ its share {shares[f'critical:{cid}']:.3g} of "
-                      f"α = {policy.alpha}; {_NEXT}", case_id=cid, **data))  # fmt: skip
+                      f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
+                      f"{_NEXT}", case_id=cid, **data))  # fmt: skip
     named = f"; look at {_names(cases)}" if cases else ""
     set_rejected = [t for t in res.rejected_fail if t in ("within", "broken")]
     if set_rejected and res.material:

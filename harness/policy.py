@@ -77,7 +77,7 @@ class Thresholds(_Frozen):
 class BudgetPolicy(_Frozen):
     """Case regression budget (all-pass in the baseline, not in the candidate)."""
 
-    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.99
     """Budget = this quantile of the Poisson-binomial count of noise flips."""
     floor: Annotated[int, Field(ge=0)] = 0
     """Never a budget below this many cases."""

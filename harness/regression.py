@@ -13,7 +13,8 @@ the candidate's passes ``c`` of ``n`` judged trials and the reference baseline's
 The level is split by :func:`harness.exact.allocate_alpha`: the set-level tests share
 ``1 - critical_share`` of it (``within`` 4/5, ``broken`` 1/5), the critical cases share
 the rest equally; a test that cannot reach significance given the case totals gives its
-share to the others (so critical cases that passed every trial in both arms cost nothing).
+share to the others (so critical cases that passed every trial in both arms cost nothing),
+and a test that rejects passes its share on to the tests left (weighted Holm step-down).
 
 * **fail**: a set-level test rejects at ``alpha`` *and* the observed drop is material
   (mean pass-rate drop >= ``pass_rate_drop``, or mean pass^k drop >= ``pass_hat_k_drop``,
@@ -63,11 +64,12 @@ class RuleResult(_Frozen):
     critical_p: dict[str, float]
     """Critical case id → its one-sided Fisher exact p."""
     fail_shares: tuple[AlphaShare, ...]
-    """The family-wise ``alpha`` split over the tests."""
+    """The family-wise ``alpha`` split over the tests (first step)."""
     warn_shares: tuple[AlphaShare, ...]
-    """The family-wise ``warn_alpha`` split over the tests."""
+    """The family-wise ``warn_alpha`` split over the tests (first step)."""
     rejected_fail: tuple[str, ...]
-    """Tests significant at their ``alpha`` share."""
+    """Tests significant at ``alpha``: at their share, or at a larger one passed on by a
+    test rejected before them (weighted Holm step-down)."""
     rejected_warn: tuple[str, ...]
     """Tests significant at their ``warn_alpha`` share."""
     mean_drop: float | None
@@ -119,19 +121,36 @@ def regression_rule(
         crit_p[cid] = case_p_less(ci, ni, bi, mi)
         crit_min[cid] = case_min_p(ni, mi, ci + bi)
 
-    def family(level: float) -> tuple[AlphaShare, ...]:
-        return allocate_alpha(level, [
-            ("set", 1.0 - critical_share, [("within", WITHIN_WEIGHT, within.min_p),
-                                           ("broken", 1.0 - WITHIN_WEIGHT, broken.min_p)]),
-            ("critical", critical_share, [(f"critical:{cid}", 1.0, crit_min[cid])
-                                          for cid in crit]),
-        ])  # fmt: skip
-
     pvals = {"within": within.p_value, "broken": broken.p_value}
     pvals |= {f"critical:{cid}": p for cid, p in crit_p.items()}
-    fail_shares, warn_shares = family(alpha), family(warn_alpha)
-    rej_fail = tuple(s.name for s in fail_shares if s.share > 0 and pvals[s.name] <= s.share)
-    rej_warn = tuple(s.name for s in warn_shares if s.share > 0 and pvals[s.name] <= s.share)
+
+    def family(level: float, done: set[str]) -> tuple[AlphaShare, ...]:
+        def keep(name: str, weight: float) -> float:
+            return 0.0 if name in done else weight
+
+        return allocate_alpha(level, [
+            ("set", 1.0 - critical_share, [
+                ("within", keep("within", WITHIN_WEIGHT), within.min_p),
+                ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken.min_p)]),
+            ("critical", critical_share, [
+                (f"critical:{cid}", keep(f"critical:{cid}", 1.0), crit_min[cid]) for cid in crit]),
+        ])  # fmt: skip
+
+    def step_down(level: float) -> tuple[tuple[AlphaShare, ...], tuple[str, ...]]:
+        # weighted Holm: a rejected test passes its share on to the others, until no
+        # further test rejects (strong family-wise control at `level`)
+        rejected: list[str] = []
+        first: tuple[AlphaShare, ...] | None = None
+        while True:
+            shares = family(level, set(rejected))
+            first = first or shares
+            new = [s.name for s in shares if s.share > 0 and pvals[s.name] <= s.share]
+            if not new:
+                return first, tuple(rejected)
+            rejected += new
+
+    fail_shares, rej_fail = step_down(alpha)
+    warn_shares, rej_warn = step_down(warn_alpha)
 
     rate_drop = (ba / np.maximum(ma, 1) - ca / np.maximum(na, 1)) if ca.size else np.zeros(0)
     mean_drop = float(rate_drop.mean()) if ca.size else None

@@ -24,8 +24,8 @@ within-case family of :mod:`harness.regression`.
 * **Holm** across E1 and E2.
 * **Regression budget** — how many cases may flip from all-pass to not-all-pass by noise
   alone: the Poisson-binomial distribution of the flip risks of the cases all-pass in the
-  baseline, each shrunk with a Jeffreys prior (:func:`flip_risk`) so that a case seen
-  all-pass still carries risk.
+  baseline, each shrunk towards the set's own empirical-Bayes Beta prior
+  (:func:`beta_prior`, :func:`flip_risk`) so that a case seen all-pass still carries risk.
 
 The drift test (a re-executed baseline against the stored one) lives in :mod:`harness.gate`.
 """
@@ -54,6 +54,7 @@ __all__ = [
     "PairedTest",
     "RegressionBudget",
     "compare_arms",
+    "beta_prior",
     "fisher_less",
     "flip_risk",
     "holm",
@@ -483,16 +484,47 @@ def poisson_binomial_pmf(q: Sequence[float]) -> tuple[float, ...]:
     return tuple(float(x) for x in pmf)
 
 
-def flip_risk(passes: int, trials: int, k: int) -> float:
+JEFFREYS = (0.5, 0.5)
+
+
+def beta_prior(passes: Sequence[int], trials: Sequence[int]) -> tuple[float, float]:
+    """Empirical-Bayes Beta prior of the cases' pass probabilities (method of moments).
+
+    Fits a beta-binomial to the per-case counts: mean ``mu`` = pooled pass share,
+    intra-class correlation ``rho`` from the spread of the per-case rates beyond binomial
+    noise; ``a + b = 1/rho - 1``. Falls back to Jeffreys (1/2, 1/2) with fewer than three
+    cases, a pooled share of 0 or 1, or a fit that does not exist. The prior is clipped to
+    ``a + b >= 1`` (never more extreme than Jeffreys) and ``a + b <= 100``.
+    """
+    pa = np.asarray(passes, dtype=float)
+    ta = np.asarray(trials, dtype=float)
+    keep = ta > 0
+    pa, ta = pa[keep], ta[keep]
+    if pa.size < 3:
+        return JEFFREYS
+    mu = float(pa.sum() / ta.sum())
+    if not 0.0 < mu < 1.0:
+        return JEFFREYS
+    n = float(ta.mean())
+    if n < 2:
+        return JEFFREYS
+    v = float(np.var(pa / ta, ddof=1))
+    rho = (v / (mu * (1 - mu)) - 1 / n) / (1 - 1 / n)
+    size = 1 / min(max(rho, 1 / 101), 0.5) - 1  # a + b in [1, 100]
+    return mu * size, (1 - mu) * size
+
+
+def flip_risk(passes: int, trials: int, k: int, prior: tuple[float, float] = JEFFREYS) -> float:
     """P(a case seen ``passes`` of ``trials`` does not pass all of its next k trials).
 
-    Shrunk, not plugged in: the case's pass probability gets the Jeffreys posterior
-    Beta(passes + 1/2, trials - passes + 1/2), and the risk is ``1 - E[p^k]`` under it,
-    ``1 - prod_{j<k} (a + j) / (a + b + j)``. A case seen all-pass 5 times still carries
-    a risk of about 0.28 for k = 5 (the plug-in rate 1.0 said 0).
+    Shrunk, not plugged in: the case's pass probability gets the posterior
+    Beta(a + passes, b + fails) of ``prior`` (Jeffreys by default, or the set's own
+    :func:`beta_prior`), and the risk is ``1 - E[p^k]`` under it,
+    ``1 - prod_{j<k} (A + j) / (A + B + j)``. A case seen all-pass 5 times still carries
+    a risk of about 0.28 for k = 5 under Jeffreys (the plug-in rate 1.0 said 0).
     """
     _check_counts(trials, passes, k)
-    a, b = passes + 0.5, trials - passes + 0.5
+    a, b = passes + prior[0], trials - passes + prior[1]
     prod = 1.0
     for j in range(k):
         prod *= (a + j) / (a + b + j)
@@ -685,14 +717,14 @@ def compare_arms(
             p_diagnostic=diag.get(cid),
         ))  # fmt: skip
     regressions = tuple(r.case_id for r in rows if r.regression)
-    at_risk = [c for c in compared if bs[c].label == "stable_pass"]
-    risks = []
-    for cid in at_risk:
-        seen = bs[cid]
-        if budget_baseline is not None:
+    seen = {c: bs[c] for c in compared}
+    if budget_baseline is not None:
+        for cid in compared:
             pooled = summarize_case(budget_baseline.cases.get(cid, ()), k, cid)
-            seen = pooled if pooled.n >= seen.n else seen
-        risks.append(flip_risk(seen.passes, seen.n, k))
+            seen[cid] = pooled if pooled.n >= bs[cid].n else bs[cid]
+    prior = beta_prior([s.passes for s in seen.values()], [s.n for s in seen.values()])
+    risks = [flip_risk(seen[c].passes, seen[c].n, k, prior)
+             for c in compared if bs[c].label == "stable_pass"]  # fmt: skip
     budget = regression_budget(
         risks, k, len(regressions), confidence=budget_confidence, floor=budget_floor
     )
