@@ -55,8 +55,13 @@ ROOT = Path(__file__).resolve().parent.parent
 def realistic(n: int) -> tuple[np.ndarray, np.ndarray]:
     """Pass probabilities and the indices of the stable cases (highest p first)."""
     ns, nb = round(0.4 * n), round(0.1 * n)
-    p = np.concatenate([np.linspace(0.97, 1.0, ns), np.linspace(0.0, 0.03, nb),
-                        np.linspace(0.30, 0.95, n - ns - nb)])  # fmt: skip
+    p = np.concatenate(
+        [
+            np.linspace(0.97, 1.0, ns),
+            np.linspace(0.0, 0.03, nb),
+            np.linspace(0.30, 0.95, n - ns - nb),
+        ]
+    )
     return p, np.arange(ns)[::-1]
 
 
@@ -121,10 +126,21 @@ def grid(reps: int, reps_aa: int, only: str | None) -> list[Cell]:
         low[crit[0]] = 0.2
         cells += [
             Cell("critical", "realistic", 20, 5, "A/A, 2 critical", reps_aa, p, p, p, crit),
-            Cell("critical", "realistic", 20, 5, "critical 5/5 → 1/5", reps, p, p, p, crit,
-                 ((crit[0], 1, 5),)),
+            Cell(
+                "critical",
+                "realistic",
+                20,
+                5,
+                "critical 5/5 → 1/5",
+                reps,
+                p,
+                p,
+                p,
+                crit,
+                ((crit[0], 1, 5),),
+            ),
             Cell("critical", "realistic", 20, 5, "critical p 1.0 → 0.2", reps, p, p, low, crit),
-        ]  # fmt: skip
+        ]
     return cells
 
 
@@ -137,8 +153,13 @@ def _drifted(policy: Policy, c: np.ndarray, b: np.ndarray, k: int) -> bool:
     bp = policy.baseline
     within = within_case_test(c, n, b, n, alternative="two-sided")
     broken = broken_count_test(c, n, b, n, alternative="two-sided")
-    shares = {s.name: s.share for s in allocate_alpha(bp.drift_alpha, [
-        ("drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken.min_p)])])}  # fmt: skip
+    shares = {
+        s.name: s.share
+        for s in allocate_alpha(
+            bp.drift_alpha,
+            [("drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken.min_p)])],
+        )
+    }
     mean = float((c - b).mean()) / k
     big = abs(mean) >= bp.drift_tolerance - 1e-12
     flipped = broken.observed > 0
@@ -147,8 +168,14 @@ def _drifted(policy: Policy, c: np.ndarray, b: np.ndarray, k: int) -> bool:
     )
 
 
-def fast_verdict(policy: Policy, stored: np.ndarray, rexec: np.ndarray, cand: np.ndarray,
-                 k: int, critical: tuple[str, ...]) -> tuple[str, str]:  # fmt: skip
+def fast_verdict(
+    policy: Policy,
+    stored: np.ndarray,
+    rexec: np.ndarray,
+    cand: np.ndarray,
+    k: int,
+    critical: tuple[str, ...],
+) -> tuple[str, str]:
     """The gate's verdict on counts, and the rule that set it."""
     if _drifted(policy, rexec, stored, k):
         return "blocked", "drift"
@@ -156,10 +183,19 @@ def fast_verdict(policy: Policy, stored: np.ndarray, rexec: np.ndarray, cand: np
     n = np.full(cand.size, k)
     th = policy.thresholds
     res = regression_rule(
-        ids, cand, n, rexec, n, k=k, critical=critical, alpha=policy.alpha,
-        warn_alpha=policy.warn_level, critical_share=policy.critical_share,
-        pass_rate_drop=th.pass_rate_drop, pass_hat_k_drop=th.pass_hat_k_drop,
-    )  # fmt: skip
+        ids,
+        cand,
+        n,
+        rexec,
+        n,
+        k=k,
+        critical=critical,
+        alpha=policy.alpha,
+        warn_alpha=policy.warn_level,
+        critical_share=policy.critical_share,
+        pass_rate_drop=th.pass_rate_drop,
+        pass_hat_k_drop=th.pass_hat_k_drop,
+    )
     if res.outcome == "fail":
         return "fail", "regression"
     if cand.sum() == 0:
@@ -172,8 +208,10 @@ def fast_verdict(policy: Policy, stored: np.ndarray, rexec: np.ndarray, cand: np
     risks = [flip_risk(int(x), 2 * k, k, prior) for x in pooled[at_risk]]
     flips = int((at_risk & (cand < k)).sum())
     cdf = np.cumsum(poisson_binomial_pmf(risks))
-    budget = max(policy.regression_budget.floor,
-                 int(np.searchsorted(cdf, policy.regression_budget.confidence - 1e-12)))  # fmt: skip
+    budget = max(
+        policy.regression_budget.floor,
+        int(np.searchsorted(cdf, policy.regression_budget.confidence - 1e-12)),
+    )
     if flips > budget:
         return "warn", "budget"
     d = (cand - rexec) / k
@@ -189,9 +227,11 @@ def fast_verdict(policy: Policy, stored: np.ndarray, rexec: np.ndarray, cand: np
 
 
 def _arm(counts: np.ndarray, k: int) -> ArmData:
-    P, F = Outcome.PASS, Outcome.FAIL  # noqa: N806
-    return ArmData(k=k, cases={f"case-{i:03d}": (P,) * int(c) + (F,) * (k - int(c))
-                               for i, c in enumerate(counts)})  # fmt: skip
+    P, F = Outcome.PASS, Outcome.FAIL
+    return ArmData(
+        k=k,
+        cases={f"case-{i:03d}": (P,) * int(c) + (F,) * (k - int(c)) for i, c in enumerate(counts)},
+    )
 
 
 def _run(args: tuple[Cell, int, int, int, Policy, int]) -> tuple[Counter[str], int]:
@@ -200,8 +240,19 @@ def _run(args: tuple[Cell, int, int, int, Policy, int]) -> tuple[Counter[str], i
     tally: Counter[str] = Counter()
     checked = 0
     for rep in range(start, stop):
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(
-            [seed, cell.n, cell.k, zlib.crc32(f"{cell.population}|{cell.scenario}".encode()), rep])))  # fmt: skip
+        rng = np.random.Generator(
+            np.random.PCG64(
+                np.random.SeedSequence(
+                    [
+                        seed,
+                        cell.n,
+                        cell.k,
+                        zlib.crc32(f"{cell.population}|{cell.scenario}".encode()),
+                        rep,
+                    ]
+                )
+            )
+        )
         stored = rng.binomial(cell.k, cell.stored)
         rexec = rng.binomial(cell.k, cell.rexec)
         cand = rng.binomial(cell.k, cell.cand)
@@ -211,10 +262,20 @@ def _run(args: tuple[Cell, int, int, int, Policy, int]) -> tuple[Counter[str], i
         tally[verdict] += 1
         tally["why:" + why] += 1
         if rep - start < check:
-            full = decide(policy, _arm(cand, cell.k), _arm(rexec, cell.k), _arm(stored, cell.k),
-                          critical_cases=critical)  # fmt: skip
-            assert full.verdict == verdict, (cell.scenario, rep, full.verdict, verdict,
-                                             [r.code for r in full.reasons])  # fmt: skip
+            full = decide(
+                policy,
+                _arm(cand, cell.k),
+                _arm(rexec, cell.k),
+                _arm(stored, cell.k),
+                critical_cases=critical,
+            )
+            assert full.verdict == verdict, (
+                cell.scenario,
+                rep,
+                full.verdict,
+                verdict,
+                [r.code for r in full.reasons],
+            )
             checked += 1
     return tally, checked
 
@@ -230,12 +291,17 @@ def _target(cell: Cell, rates: dict[str, float]) -> str:
         return f"{'✅' if ok else '❌'} {text}"
 
     if cell.group == "A/A" or cell.scenario == "A/A, 2 critical":
-        return mark(fail <= 0.05 and warn <= 0.10 and blocked <= 0.01,
-                    "FAIL ≤ 5 %, WARN ≤ 10 %, false drift ≤ 1 %")  # fmt: skip
+        return mark(
+            fail <= 0.05 and warn <= 0.10 and blocked <= 0.01,
+            "FAIL ≤ 5 %, WARN ≤ 10 %, false drift ≤ 1 %",
+        )
     if cell.scenario == "concentrated" and cell.n in (20, 50) and cell.k >= 5:
         return mark(fail >= 0.95, "FAIL ≥ 95 %")
-    if cell.scenario in ("diffuse", "partial") and cell.n == 50 and cell.k == 5 and (
-        cell.population == "realistic"
+    if (
+        cell.scenario in ("diffuse", "partial")
+        and cell.n == 50
+        and cell.k == 5
+        and (cell.population == "realistic")
     ):
         return mark(fail >= 0.90, "FAIL ≥ 90 %")
     if cell.scenario == "concentrated 15 %" and cell.n == 50 and cell.k == 5:
@@ -258,38 +324,61 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--only", default=None, help="'realistic' or 'very flaky'")
-    parser.add_argument("--check-decide", type=int, default=0,
-                        help="replicates per cell also run through harness.gate.decide")  # fmt: skip
+    parser.add_argument(
+        "--check-decide",
+        type=int,
+        default=0,
+        help="replicates per cell also run through harness.gate.decide",
+    )
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
     cells = grid(ns.reps, ns.reps_aa, ns.only)
     began = time.perf_counter()
     step = 250
-    chunks = [(i, (cell, lo, min(lo + step, cell.reps), ns.seed, policy,
-                   ns.check_decide if lo == 0 else 0))
-              for i, cell in enumerate(cells) for lo in range(0, cell.reps, step)]  # fmt: skip
+    chunks = [
+        (
+            i,
+            (
+                cell,
+                lo,
+                min(lo + step, cell.reps),
+                ns.seed,
+                policy,
+                ns.check_decide if lo == 0 else 0,
+            ),
+        )
+        for i, cell in enumerate(cells)
+        for lo in range(0, cell.reps, step)
+    ]
     tallies: dict[int, Counter[str]] = {i: Counter() for i in range(len(cells))}
     checked = 0
     with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
-        for (i, _), (tally, nchk) in zip(chunks, pool.map(_run, [c for _, c in chunks]),
-                                         strict=True):  # fmt: skip
+        for (i, _), (tally, nchk) in zip(
+            chunks, pool.map(_run, [c for _, c in chunks]), strict=True
+        ):
             tallies[i].update(tally)
             checked += nchk
     elapsed = time.perf_counter() - began
-    print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2, seed "
-          f"{ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs; {checked} replicates cross-checked "
-          "against harness.gate.decide\n")  # fmt: skip
-    print("| group | population | N | k | scenario | reps | FAIL % [95 % CI] | WARN % | "
-          "BLOCKED % | target (point estimate) |")
+    print(
+        f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2, seed "
+        f"{ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs; {checked} replicates cross-checked "
+        "against harness.gate.decide\n"
+    )
+    print(
+        "| group | population | N | k | scenario | reps | FAIL % [95 % CI] | WARN % | "
+        "BLOCKED % | target (point estimate) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for i, cell in enumerate(cells):
         t = tallies[i]
         reps = cell.reps
         rates = {v: t[v] / reps for v in ("fail", "warn", "blocked")}
-        print(f"| {cell.group} | {cell.population} | {cell.n} | {cell.k} | {cell.scenario} | "
-              f"{reps} | {_pct(t['fail'], reps)} | {_pct(t['warn'], reps)} | "
-              f"{_pct(t['blocked'], reps)} | {_target(cell, rates)} |")  # fmt: skip
+        print(
+            f"| {cell.group} | {cell.population} | {cell.n} | {cell.k} | {cell.scenario} | "
+            f"{reps} | {_pct(t['fail'], reps)} | {_pct(t['warn'], reps)} | "
+            f"{_pct(t['blocked'], reps)} | {_target(cell, rates)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "Decision": "harness.gate",
     "ExecResult": "harness.sandbox.base",
     "FakeSandbox": "harness.sandbox.fake",
+    "GATE_RULE_VERSION": "harness.gate",
     "HarnessError": "harness.errors",
     "LoadedCase": "harness.cases.load",
     "LocalSandbox": "harness.sandbox.local",
@@ -43,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "load_cases": "harness.cases.load",
     "load_policy": "harness.policy",
     "load_project": "harness.project",
+    "operating_characteristics": "harness.opchar",
     "pass_at_k": "harness.stats",
     "pass_hat_k": "harness.stats",
     "plan_run": "harness.run",
@@ -51,6 +53,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "GATE_RULE_VERSION",
     "ArmData",
     "Case",
     "Decision",
@@ -79,6 +82,7 @@ __all__ = [
     "load_cases",
     "load_policy",
     "load_project",
+    "operating_characteristics",
     "pass_at_k",
     "pass_hat_k",
     "plan_run",
@@ -102,7 +106,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.claims import claim_stats
     from harness.decision import decide_run
     from harness.errors import HarnessError
-    from harness.gate import Decision, decide
+    from harness.gate import GATE_RULE_VERSION, Decision, decide
+    from harness.opchar import operating_characteristics
     from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
     from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict

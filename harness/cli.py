@@ -825,60 +825,71 @@ def sandbox_prune() -> None:
 
 @main.group()
 def policy() -> None:
-    """The promotion policy: what the gate can and cannot see."""
+    """Check what the promotion policy can and cannot see."""
 
 
 @policy.command("check")
 @project_option
 @click.option("--baseline", default=None, help="Promoted baseline whose pass rates to use.")
-@click.option("--k", "k", type=click.IntRange(1, 100), default=None, help="Trials per case (default: the baseline's).")
-@click.option("--reps", type=click.IntRange(50, 100_000), default=1000, show_default=True, help="Simulations per row.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--recommend", is_flag=True, help="Also try k = 3, 5, 7, 10, 15, 20 and recommend one.")
-@click.option("--target", type=click.FloatRange(0, 1), default=0.90, show_default=True, help="Detection to reach (--recommend).")
+@click.option(
+    "--k",
+    "k",
+    type=click.IntRange(1, 100),
+    default=None,
+    help="Trials per case (default: baseline's).",
+)
+@click.option(
+    "--reps",
+    type=click.IntRange(50, 100_000),
+    default=1000,
+    show_default=True,
+    help="Simulations per row.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulation.")
+@click.option("--recommend", is_flag=True, help="Also try k = 3, 5, 7, 10, 15, 20; recommend one.")
+@click.option(
+    "--target",
+    type=click.FloatRange(0, 1),
+    default=0.90,
+    show_default=True,
+    help="Detection to reach (--recommend).",
+)
 @click.option("--no-cache", is_flag=True, help="Simulate even when a cached result exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_handle_errors
-def policy_check(project_dir: Path, baseline: str | None, k: int | None, reps: int, seed: int,
-                 recommend: bool, target: float, no_cache: bool, as_json: bool) -> None:  # fmt: skip
-    """Simulate this gate for the project's cases, k and baseline: false alarms and detection."""
+def policy_check(
+    project_dir: Path,
+    baseline: str | None,
+    k: int | None,
+    reps: int,
+    seed: int,
+    recommend: bool,
+    target: float,
+    no_cache: bool,
+    as_json: bool,
+) -> None:
+    """Simulate this gate for the project's cases, k and baseline: false alarms, detection."""
     from harness.opchar import check_project
     from harness.project import load_project
 
     project = load_project(project_dir)
     result, cached = check_project(
-        project, baseline, k, reps=reps, seed=seed, use_cache=not no_cache, target=target,
+        project,
+        baseline,
+        k,
+        reps=reps,
+        seed=seed,
+        use_cache=not no_cache,
+        target=target,
         recommend=(3, 5, 7, 10, 15, 20) if recommend else (),
-    )  # fmt: skip
+    )
     if as_json:
         click.echo(result.model_dump_json(indent=2))
-        return
-    inp = result.inputs
-    table = Table(title=f"operating characteristics · N = {inp.n_cases} cases · k = {inp.k} · "
-                  f"{inp.reps} simulations · seed {inp.seed}")  # fmt: skip
-    for col in ("scenario", "gate", "rate", "95% interval (Wilson)"):
-        table.add_column(col)
-
-    def row(name: str, what: str, r: Any) -> None:
-        table.add_row(name, what, f"{r.rate:.3f}", f"[{r.low:.3f}, {r.high:.3f}]")
-
-    row("unchanged release", "FAIL (false fail)", result.false_fail)
-    row("unchanged release", "WARN (false warn)", result.false_warn)
-    for shape, r in result.detect.items():
-        row(f"10-point drop, {shape} ({result.drop_cases[shape]} cases)", "FAIL (detection)", r)
-    out.print(table)
-    out.print(result.summary(), highlight=False, soft_wrap=True)
-    if result.recommended:
-        out.print(f"detection (FAIL) by k ({result.recommend_reps} simulations each):",
-                  highlight=False)  # fmt: skip
-        for kk, rates in result.recommended.items():
-            out.print(f"  k = {kk:>2}: " + ", ".join(f"{s} {v:.2f}" for s, v in rates.items()),
-                      highlight=False)  # fmt: skip
-        out.print(f"recommended k for {result.target:.0%} detection in every shape: "
-                  + (str(result.recommended_k) if result.recommended_k else
-                     "none of those; add cases"), highlight=False)  # fmt: skip
-    err.print(("cached result" if cached else f"simulated in {result.seconds:.1f}s")
-              + f" · {project.store_dir.name}/cache", highlight=False)  # fmt: skip
+    else:
+        for line in result.render():
+            out.print(line, highlight=False, soft_wrap=True)
+    source = "cached result" if cached else f"simulated in {result.seconds:.1f}s"
+    err.print(f"{source} · {project.store_dir.name}/cache", highlight=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -109,7 +109,7 @@ def case_p_less(c: int, n: int, b: int, m: int) -> float:
 
 
 def case_min_p(n: int, m: int, s: int) -> float:
-    """Smallest p :func:`case_p_less` can reach for a case with ``n``, ``m`` trials, ``s`` passes."""
+    """Return the smallest p :func:`case_p_less` can reach with these trials and passes."""
     if n == 0 or m == 0 or s in (0, n + m):
         return 1.0
     return float(_null(n, m, s)[1][0])
@@ -162,10 +162,9 @@ def _power(n: int, m: int, s: int, count: int) -> np.ndarray:
 
 def _conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.size * b.size < 4096:
-        out = np.convolve(a, b)
-    else:  # FFT round-off is ~1e-16 of the peak: far below any level we test at
-        out = np.clip(fftconvolve(a, b), 0.0, None)
-    return out
+        return np.convolve(a, b)
+    # FFT round-off is ~1e-16 of the peak: far below any level we test at
+    return np.asarray(np.clip(fftconvolve(a, b), 0.0, None), dtype=float)
 
 
 # --------------------------------------------------------------------------- the sum
@@ -190,7 +189,9 @@ class WithinCaseTest(_Frozen):
     """Mean over cases of the reference pass rate minus the candidate's (positive = worse)."""
 
 
-def _one_sided(c: np.ndarray, n: np.ndarray, b: np.ndarray, m: np.ndarray) -> tuple[float, float, float, int]:  # fmt: skip
+def _one_sided(
+    c: np.ndarray, n: np.ndarray, b: np.ndarray, m: np.ndarray
+) -> tuple[float, float, float, int]:
     s = c + b
     keep = (n > 0) & (m > 0) & (s > 0) & (s < n + m)
     observed = int(case_scores(c[keep], n[keep], b[keep], m[keep]).sum())
@@ -223,10 +224,14 @@ def within_case_test(
         p = min(1.0, 2 * min(p, p_up))
         min_p = min(1.0, 2 * min(min_p, min_up))
     return WithinCaseTest(
-        alternative=alternative, n_cases=int(c_.size), informative=informative,
-        statistic=stat, p_value=p, min_p=min_p,
+        alternative=alternative,
+        n_cases=int(c_.size),
+        informative=informative,
+        statistic=stat,
+        p_value=p,
+        min_p=min_p,
         mean_drop=float(drop.mean()) if drop.size else None,
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- broken count
@@ -256,7 +261,9 @@ def _poisson_binomial_sf(q: np.ndarray, observed: int) -> float:
     return float(min(1.0, pmf[observed:].sum())) if observed <= q.size else 0.0
 
 
-def _broken_one_sided(c: np.ndarray, n: np.ndarray, b: np.ndarray, m: np.ndarray) -> tuple[int, int, float, float, float]:  # fmt: skip
+def _broken_one_sided(
+    c: np.ndarray, n: np.ndarray, b: np.ndarray, m: np.ndarray
+) -> tuple[int, int, float, float, float]:
     ok = (n > 0) & (m > 0) & (c + b == m)
     q = np.array(
         [1.0 / math.comb(int(ni + mi), int(mi)) for ni, mi in zip(n[ok], m[ok], strict=True)]
@@ -279,8 +286,9 @@ def broken_count_test(
             obs, elig, exp = obs2, elig2, exp2
         p = min(1.0, 2 * min(p, p2))
         min_p = min(1.0, 2 * min(min_p, min2))
-    return BrokenCountTest(alternative=alternative, observed=obs, eligible=elig, expected=exp,
-                           p_value=p, min_p=min_p)  # fmt: skip
+    return BrokenCountTest(
+        alternative=alternative, observed=obs, eligible=elig, expected=exp, p_value=p, min_p=min_p
+    )
 
 
 # --------------------------------------------------------------------------- the family
@@ -330,5 +338,6 @@ def allocate_alpha(
             break
     return tuple(
         AlphaShare(name=t, group=g, share=shares.get((g, t), 0.0), min_p=mp)
-        for g, _, tests in groups for t, _, mp in tests
-    )  # fmt: skip
+        for g, _, tests in groups
+        for t, _, mp in tests
+    )

@@ -110,8 +110,15 @@ def _severity(reasons: Iterable[Reason]) -> int:
 def _counts(a: ArmData, b: ArmData, ids: Sequence[str]) -> tuple[np.ndarray, ...]:
     sa = [summarize_case(a.cases.get(c, ()), a.k, c) for c in ids]
     sb = [summarize_case(b.cases.get(c, ()), b.k, c) for c in ids]
-    return tuple(np.array(v, dtype=np.int64) for v in (
-        [s.passes for s in sa], [s.n for s in sa], [s.passes for s in sb], [s.n for s in sb]))  # fmt: skip
+    return tuple(
+        np.array(v, dtype=np.int64)
+        for v in (
+            [s.passes for s in sa],
+            [s.n for s in sa],
+            [s.passes for s in sb],
+            [s.n for s in sb],
+        )
+    )
 
 
 # --------------------------------------------------------------------------- drift
@@ -162,9 +169,13 @@ def drift_check(
     ss = {c: summarize_case(stored.cases[c], stored.k, c) for c in ids}
     compared = [c for c in ids if rs[c].n > 0 and ss[c].n > 0]
     agg = paired_test(
-        [rs[c].pass_rate or 0.0 for c in compared], [ss[c].pass_rate or 0.0 for c in compared],
-        name="drift", metric="pass_rate", alternative="two-sided", ci_level=1 - alpha,
-    )  # fmt: skip
+        [rs[c].pass_rate or 0.0 for c in compared],
+        [ss[c].pass_rate or 0.0 for c in compared],
+        name="drift",
+        metric="pass_rate",
+        alternative="two-sided",
+        ci_level=1 - alpha,
+    )
     case_p: list[float] = []
     within = broken_test = None
     p_within = p_broken = None
@@ -172,14 +183,27 @@ def drift_check(
     if compared:
         c, n, b, m = _counts(
             ArmData(k=k, cases={x: reexecuted.cases[x] for x in compared}),
-            ArmData(k=stored.k, cases={x: stored.cases[x] for x in compared}), compared)  # fmt: skip
+            ArmData(k=stored.k, cases={x: stored.cases[x] for x in compared}),
+            compared,
+        )
         lower = fisher_less(c, n, b, m)
         upper = fisher_less(b, m, c, n)
         case_p = [float(min(1.0, 2 * min(lo, up))) for lo, up in zip(lower, upper, strict=True)]
         within = _within(c, n, b, m, alternative="two-sided")
         broken_test = _broken(c, n, b, m, alternative="two-sided")
-        shares = {s.name: s.share for s in allocate_alpha(alpha, [(
-            "drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken_test.min_p)])])}  # fmt: skip
+        shares = {
+            s.name: s.share
+            for s in allocate_alpha(
+                alpha,
+                [
+                    (
+                        "drift",
+                        1.0,
+                        [("within", 0.8, within.min_p), ("broken", 0.2, broken_test.min_p)],
+                    )
+                ],
+            )
+        }
         p_within = _adjusted(within.p_value, shares["within"], alpha)
         p_broken = _adjusted(broken_test.p_value, shares["broken"], alpha)
         big = agg.mean_diff is not None and abs(agg.mean_diff) >= tolerance - _EPS
@@ -187,15 +211,21 @@ def drift_check(
         detected = (p_within <= alpha and (big or flipped)) or (p_broken <= alpha and flipped)
     per_case = dict(zip(compared, holm(case_p), strict=True))
     return DriftCheck(
-        alpha=alpha, tolerance=tolerance, compared=tuple(compared), aggregate=agg,
-        aggregate_p_holm=p_within, within=within, broken_test=broken_test,
-        broken_p_adjusted=p_broken, case_p_holm=per_case,
+        alpha=alpha,
+        tolerance=tolerance,
+        compared=tuple(compared),
+        aggregate=agg,
+        aggregate_p_holm=p_within,
+        within=within,
+        broken_test=broken_test,
+        broken_p_adjusted=p_broken,
+        case_p_holm=per_case,
         drifted_cases=tuple(c for c, p in per_case.items() if p < alpha),
         broken=tuple(
             c for c in compared if ss[c].label == "stable_pass" and rs[c].label == "stable_fail"
         ),
         detected=detected,
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- decision
@@ -228,12 +258,18 @@ class Decision(_Frozen):
 
 
 def rule_validity(run_valid: bool, invalid_reasons: Sequence[str]) -> list[Reason]:
-    """An invalid run (the system changed mid-run, the run never finished) is blocked."""
+    """Block an invalid run (the system changed mid-run, the run never finished)."""
     if run_valid and not invalid_reasons:
         return []
-    return [_r("invalid_run", "blocked", "the run is invalid and cannot be judged: "
-               + ("; ".join(invalid_reasons) or "no reason given"),
-               reasons=list(invalid_reasons))]  # fmt: skip
+    return [
+        _r(
+            "invalid_run",
+            "blocked",
+            "the run is invalid and cannot be judged: "
+            + ("; ".join(invalid_reasons) or "no reason given"),
+            reasons=list(invalid_reasons),
+        )
+    ]
 
 
 def rule_infra(policy: Policy, arms: Sequence[tuple[str, ArmSummary | None]]) -> list[Reason]:
@@ -243,79 +279,144 @@ def rule_infra(policy: Policy, arms: Sequence[tuple[str, ArmSummary | None]]) ->
     for arm_name, s in arms:
         if s is None:
             continue
-        data = {"arm": arm_name, "fraction": s.unverifiable_fraction, "trials": s.trials,
-                "infra_errors": s.infra_errors, "evaluator_errors": s.evaluator_errors}  # fmt: skip
-        counts = (f"{s.infra_errors} infra + {s.evaluator_errors} evaluator errors in "
-                  f"{s.trials} trials ({s.unverifiable_fraction:.1%})")  # fmt: skip
+        data = {
+            "arm": arm_name,
+            "fraction": s.unverifiable_fraction,
+            "trials": s.trials,
+            "infra_errors": s.infra_errors,
+            "evaluator_errors": s.evaluator_errors,
+        }
+        counts = (
+            f"{s.infra_errors} infra + {s.evaluator_errors} evaluator errors in "
+            f"{s.trials} trials ({s.unverifiable_fraction:.1%})"
+        )
         if s.unverifiable_fraction > limits.block_above + _EPS:
-            out.append(_r("infra_errors_block", "blocked",
-                          f"{arm_name}: {counts}, above the limit of {limits.block_above:.1%}: "
-                          "too many to judge; fix the environment and resume the run",
-                          limit=limits.block_above, **data))  # fmt: skip
+            out.append(
+                _r(
+                    "infra_errors_block",
+                    "blocked",
+                    f"{arm_name}: {counts}, above the limit of {limits.block_above:.1%}: "
+                    "too many to judge; fix the environment and resume the run",
+                    limit=limits.block_above,
+                    **data,
+                )
+            )
         elif s.unverifiable_fraction > limits.warn_above + _EPS:
-            out.append(_r("infra_errors_over_limit", "warn",
-                          f"{arm_name}: {counts}, above the limit of {limits.warn_above:.1%}; "
-                          "look at the report's infra-error evidence",
-                          limit=limits.warn_above, **data))  # fmt: skip
+            out.append(
+                _r(
+                    "infra_errors_over_limit",
+                    "warn",
+                    f"{arm_name}: {counts}, above the limit of {limits.warn_above:.1%}; "
+                    "look at the report's infra-error evidence",
+                    limit=limits.warn_above,
+                    **data,
+                )
+            )
     return out
 
 
 def rule_drift(
     policy: Policy, baseline: ArmData | None, stored: ArmData | None
 ) -> tuple[DriftCheck | None, list[Reason]]:
-    """The re-executed baseline against the stored one: block on drift, warn if unchecked."""
+    """Check the re-executed baseline against the stored one: block on drift."""
     if baseline is None:
         if stored is None:
             return None, []
-        return None, [_r("baseline_not_reexecuted", "warn",
-                         "the baseline was not re-executed in this run: the comparison uses "
-                         "stored results and evaluator drift cannot be ruled out")]  # fmt: skip
+        return None, [
+            _r(
+                "baseline_not_reexecuted",
+                "warn",
+                "the baseline was not re-executed in this run: the comparison uses "
+                "stored results and evaluator drift cannot be ruled out",
+            )
+        ]
     if stored is None:
-        return None, [_r("drift_not_checked", "info",
-                         "no stored baseline given: drift of the evaluator was not checked")]  # fmt: skip
+        return None, [
+            _r(
+                "drift_not_checked",
+                "info",
+                "no stored baseline given: drift of the evaluator was not checked",
+            )
+        ]
     bp = policy.baseline
     drift = drift_check(baseline, stored, alpha=bp.drift_alpha, tolerance=bp.drift_tolerance)
-    dd = {"mean_diff": drift.aggregate.mean_diff, "p_holm": drift.aggregate_p_holm,
-          "p_broken": drift.broken_p_adjusted, "drifted_cases": list(drift.drifted_cases),
-          "broken": list(drift.broken), "alpha": bp.drift_alpha,
-          "tolerance": bp.drift_tolerance, "n_cases": len(drift.compared)}  # fmt: skip
+    dd = {
+        "mean_diff": drift.aggregate.mean_diff,
+        "p_holm": drift.aggregate_p_holm,
+        "p_broken": drift.broken_p_adjusted,
+        "drifted_cases": list(drift.drifted_cases),
+        "broken": list(drift.broken),
+        "alpha": bp.drift_alpha,
+        "tolerance": bp.drift_tolerance,
+        "n_cases": len(drift.compared),
+    }
     if not drift.compared:
-        return drift, [_r("drift_not_checked", "warn",
-                          "no stored baseline case is comparable with the re-executed ones "
-                          "(case versions changed or no judged trials): evaluator drift was "
-                          "NOT checked; promote a fresh baseline", **dd)]  # fmt: skip
+        return drift, [
+            _r(
+                "drift_not_checked",
+                "warn",
+                "no stored baseline case is comparable with the re-executed ones "
+                "(case versions changed or no judged trials): evaluator drift was "
+                "NOT checked; promote a fresh baseline",
+                **dd,
+            )
+        ]
     if drift.detected:
         where = drift.broken or drift.drifted_cases
-        return drift, [_r("baseline_drift", "blocked",
-                          "the re-executed baseline disagrees with the stored baseline beyond "
-                          f"noise (mean pass-rate difference {_fmt(drift.aggregate.mean_diff)}"
-                          + (f"; look at {_names(list(where))}" if where else "")
-                          + "): the fixed reference is lost; find the evaluator or "
-                          "environment change before judging", **dd)]  # fmt: skip
-    out = [_r("baseline_reproduced", "info",
-              "the re-executed baseline agrees with the stored baseline within noise on "
-              f"{len(drift.compared)} cases", **dd)]  # fmt: skip
+        return drift, [
+            _r(
+                "baseline_drift",
+                "blocked",
+                "the re-executed baseline disagrees with the stored baseline beyond "
+                f"noise (mean pass-rate difference {_fmt(drift.aggregate.mean_diff)}"
+                + (f"; look at {_names(list(where))}" if where else "")
+                + "): the fixed reference is lost; find the evaluator or "
+                "environment change before judging",
+                **dd,
+            )
+        ]
+    out = [
+        _r(
+            "baseline_reproduced",
+            "info",
+            "the re-executed baseline agrees with the stored baseline within noise on "
+            f"{len(drift.compared)} cases",
+            **dd,
+        )
+    ]
     if drift.broken:
-        out.append(_r("baseline_case_broken", "info",
-                      f"{_names(list(drift.broken))}: all-pass in the stored baseline, all-fail "
-                      "re-executed (not significant as drift; check the case's environment "
-                      "if it persists)", cases=list(drift.broken)))  # fmt: skip
+        out.append(
+            _r(
+                "baseline_case_broken",
+                "info",
+                f"{_names(list(drift.broken))}: all-pass in the stored baseline, all-fail "
+                "re-executed (not significant as drift; check the case's environment "
+                "if it persists)",
+                cases=list(drift.broken),
+            )
+        )
     return drift, out
 
 
 def rule_required(
     required: Sequence[str], critical: Sequence[str], arms: Sequence[tuple[str, ArmData]]
 ) -> list[Reason]:
-    """A required or critical case without any judged trial in a judged arm fails."""
+    """Fail a required or critical case without any judged trial in a judged arm."""
     out = []
     for cid in required:
         for arm_name, arm in arms:
             if summarize_case(arm.cases.get(cid, ()), arm.k, cid).n == 0:
                 kind = "critical" if cid in critical else "required"
-                out.append(_r("required_case_no_data", "fail",
-                              f"{kind} case {cid!r} has no judged trial in the {arm_name}; "
-                              "re-run it (`harness run ... --case " + cid + "`)",
-                              case_id=cid, arm=arm_name))  # fmt: skip
+                out.append(
+                    _r(
+                        "required_case_no_data",
+                        "fail",
+                        f"{kind} case {cid!r} has no judged trial in the {arm_name}; "
+                        "re-run it (`harness run ... --case " + cid + "`)",
+                        case_id=cid,
+                        arm=arm_name,
+                    )
+                )
     return out
 
 
@@ -324,112 +425,204 @@ def rule_absolute(
 ) -> list[Reason]:
     """Rules on the candidate alone: something to judge, a pass-rate floor, critical cases."""
     if summary.cases_with_data == 0:
-        return [_r("nothing_to_judge", "blocked",
-                   f"the candidate has no judged trial in {summary.n_cases} case(s): "
-                   "nothing can be judged", n_cases=summary.n_cases)]  # fmt: skip
+        return [
+            _r(
+                "nothing_to_judge",
+                "blocked",
+                f"the candidate has no judged trial in {summary.n_cases} case(s): "
+                "nothing can be judged",
+                n_cases=summary.n_cases,
+            )
+        ]
     out: list[Reason] = []
     ab = policy.absolute
     rate = summary.pass_rate.mean or 0.0
     if summary.passes == 0:
-        out.append(_r("no_candidate_pass", "fail",
-                      f"not one of the candidate's {summary.passes + summary.fails} judged "
-                      "trials passed", pass_rate=rate))  # fmt: skip
+        out.append(
+            _r(
+                "no_candidate_pass",
+                "fail",
+                f"not one of the candidate's {summary.passes + summary.fails} judged trials passed",
+                pass_rate=rate,
+            )
+        )
     elif rate < ab.min_pass_rate - _EPS:
-        out.append(_r("pass_rate_below_minimum", "fail",
-                      f"candidate pass rate {rate:.3f} is below the policy's minimum of "
-                      f"{ab.min_pass_rate:.3f}", pass_rate=rate, minimum=ab.min_pass_rate))  # fmt: skip
+        out.append(
+            _r(
+                "pass_rate_below_minimum",
+                "fail",
+                f"candidate pass rate {rate:.3f} is below the policy's minimum of "
+                f"{ab.min_pass_rate:.3f}",
+                pass_rate=rate,
+                minimum=ab.min_pass_rate,
+            )
+        )
     by_id = {c.case_id: c for c in summary.cases}
     for cid in critical:
         s = by_id.get(cid)
         if s is None or s.pass_rate is None:
             continue  # rule_required names it
         if alone and s.label == "stable_fail":
-            out.append(_r("critical_case_broken", "fail",
-                          f"critical case {cid!r} fails every candidate trial", case_id=cid))  # fmt: skip
+            out.append(
+                _r(
+                    "critical_case_broken",
+                    "fail",
+                    f"critical case {cid!r} fails every candidate trial",
+                    case_id=cid,
+                )
+            )
         elif s.pass_rate < ab.critical_min_pass_rate - _EPS:
-            out.append(_r("critical_case_below_minimum", "fail",
-                          f"critical case {cid!r} passes {s.pass_rate:.0%} of its trials, "
-                          f"below the policy's {ab.critical_min_pass_rate:.0%}",
-                          case_id=cid, pass_rate=s.pass_rate))  # fmt: skip
+            out.append(
+                _r(
+                    "critical_case_below_minimum",
+                    "fail",
+                    f"critical case {cid!r} passes {s.pass_rate:.0%} of its trials, "
+                    f"below the policy's {ab.critical_min_pass_rate:.0%}",
+                    case_id=cid,
+                    pass_rate=s.pass_rate,
+                )
+            )
     return out
 
 
 def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
     rows = [r for r in comp.rows if r.compared and r.candidate and r.baseline]
     ids = [r.case_id for r in rows]
-    arrays = tuple(np.array(v, dtype=np.int64) for v in (
-        [r.candidate.passes for r in rows if r.candidate], [r.candidate.n for r in rows if r.candidate],
-        [r.baseline.passes for r in rows if r.baseline], [r.baseline.n for r in rows if r.baseline]))  # fmt: skip
+    arrays = tuple(
+        np.array(v, dtype=np.int64)
+        for v in (
+            [r.candidate.passes for r in rows if r.candidate],
+            [r.candidate.n for r in rows if r.candidate],
+            [r.baseline.passes for r in rows if r.baseline],
+            [r.baseline.n for r in rows if r.baseline],
+        )
+    )
     return ids, arrays
 
 
 def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
-    """The regression family of :mod:`harness.regression` on a comparison's counts."""
+    """Run the regression family of :mod:`harness.regression` on a comparison's counts."""
     ids, (c, n, b, m) = _rule_inputs(comp)
     th = policy.thresholds
     return regression_rule(
-        ids, c, n, b, m, k=comp.k, critical=critical, alpha=policy.alpha,
-        warn_alpha=policy.warn_level, critical_share=policy.critical_share,
-        pass_rate_drop=th.pass_rate_drop, pass_hat_k_drop=th.pass_hat_k_drop,
-    )  # fmt: skip
+        ids,
+        c,
+        n,
+        b,
+        m,
+        k=comp.k,
+        critical=critical,
+        alpha=policy.alpha,
+        warn_alpha=policy.warn_level,
+        critical_share=policy.critical_share,
+        pass_rate_drop=th.pass_rate_drop,
+        pass_hat_k_drop=th.pass_hat_k_drop,
+    )
 
 
 def regressed_cases(comp: Comparison, critical: Sequence[str]) -> list[str]:
     """Cases that did worse than in the baseline: critical first, then by evidence."""
     rows = [r for r in comp.rows if r.compared and (r.delta_pass_rate or 0.0) < 0]
-    rows.sort(key=lambda r: (r.case_id not in critical, not r.broken,
-                             r.p_diagnostic if r.p_diagnostic is not None else 1.0,
-                             r.delta_pass_rate or 0.0, r.case_id))  # fmt: skip
+    rows.sort(
+        key=lambda r: (
+            r.case_id not in critical,
+            not r.broken,
+            r.p_diagnostic if r.p_diagnostic is not None else 1.0,
+            r.delta_pass_rate or 0.0,
+            r.case_id,
+        )
+    )
     return [r.case_id for r in rows]
 
 
-_NEXT = ("next: open these cases' failing trials in the report (Evidence), compare with the "
-         "baseline's, and re-run them with `--case` if an environment problem is suspected")  # fmt: skip
+_NEXT = (
+    "next: open these cases' failing trials in the report (Evidence), compare with the "
+    "baseline's, and re-run them with `--case` if an environment problem is suspected"
+)
 
 
 def rule_regression(
     policy: Policy, comp: Comparison, critical: Sequence[str]
 ) -> tuple[RuleResult, list[Reason]]:
-    """The exact within-case family: fail, warn or an explaining info reason."""
+    """Apply the exact within-case family: fail, warn or an explaining info reason."""
     res = evaluate_rule(policy, comp, critical)
     cases = regressed_cases(comp, critical)
     shares = {s.name: s.share for s in res.fail_shares}
     data: dict[str, Any] = {
-        "p_within": res.within.p_value, "p_broken": res.broken.p_value,
-        "critical_p": res.critical_p, "shares": shares, "alpha": policy.alpha,
-        "warn_alpha": policy.warn_level, "mean_drop": res.mean_drop,
-        "mean_pass_hat_k_drop": res.mean_hat_drop, "broken": list(res.broken_cases),
-        "cases": cases, "n_cases": res.within.n_cases, "rule_version": GATE_RULE_VERSION}  # fmt: skip
-    what = (f"mean pass-rate drop {_fmt(res.mean_drop)}, pass^{comp.k} drop "
-            f"{_fmt(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
-            f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
-            f"{res.broken.p_value:.3g}")  # fmt: skip
+        "p_within": res.within.p_value,
+        "p_broken": res.broken.p_value,
+        "critical_p": res.critical_p,
+        "shares": shares,
+        "alpha": policy.alpha,
+        "warn_alpha": policy.warn_level,
+        "mean_drop": res.mean_drop,
+        "mean_pass_hat_k_drop": res.mean_hat_drop,
+        "broken": list(res.broken_cases),
+        "cases": cases,
+        "n_cases": res.within.n_cases,
+        "rule_version": GATE_RULE_VERSION,
+    }
+    what = (
+        f"mean pass-rate drop {_fmt(res.mean_drop)}, pass^{comp.k} drop "
+        f"{_fmt(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
+        f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
+        f"{res.broken.p_value:.3g}"
+    )
     out: list[Reason] = []
     for cid in res.failing_critical:
-        out.append(_r("critical_case_regressed", "fail",
-                      f"critical case {cid!r} dropped significantly: exact p = "
-                      f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
-                      f"{_NEXT}", case_id=cid, **data))  # fmt: skip
+        out.append(
+            _r(
+                "critical_case_regressed",
+                "fail",
+                f"critical case {cid!r} dropped significantly: exact p = "
+                f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
+                f"{_NEXT}",
+                case_id=cid,
+                **data,
+            )
+        )
     named = f"; look at {_names(cases)}" if cases else ""
     set_rejected = [t for t in res.rejected_fail if t in ("within", "broken")]
     if set_rejected and res.material:
-        out.append(_r("regression", "fail",
-                      f"significant and material regression ({what}; family-wise α = "
-                      f"{policy.alpha}){named}; {_NEXT}", tests=set_rejected, **data))  # fmt: skip
+        out.append(
+            _r(
+                "regression",
+                "fail",
+                f"significant and material regression ({what}; family-wise α = "
+                f"{policy.alpha}){named}; {_NEXT}",
+                tests=set_rejected,
+                **data,
+            )
+        )
     elif res.outcome == "fail":
         pass  # a critical case failed it; the set-level tests said nothing more
     elif res.rejected_warn or set_rejected:
-        why = ("significant but below the policy's magnitude "
-               f"({policy.thresholds.pass_rate_drop:.3f} pass rate / "
-               f"{policy.thresholds.pass_hat_k_drop:.3f} pass^k)" if set_rejected else
-               f"significant at the warning level α = {policy.warn_level}")  # fmt: skip
-        out.append(_r("possible_regression", "warn", f"possible regression: {why} ({what}){named}; "
-                      f"{_NEXT}", tests=list(res.rejected_warn), **data))  # fmt: skip
+        why = (
+            "significant but below the policy's magnitude "
+            f"({policy.thresholds.pass_rate_drop:.3f} pass rate / "
+            f"{policy.thresholds.pass_hat_k_drop:.3f} pass^k)"
+            if set_rejected
+            else f"significant at the warning level α = {policy.warn_level}"
+        )
+        out.append(
+            _r(
+                "possible_regression",
+                "warn",
+                f"possible regression: {why} ({what}){named}; {_NEXT}",
+                tests=list(res.rejected_warn),
+                **data,
+            )
+        )
     else:
-        out.append(_r("no_significant_regression", "info",
-                      f"no significant regression ({what})" + (
-                          f"; cases that did worse, within noise: {_names(cases)}" if cases else ""),
-                      **data))  # fmt: skip
+        out.append(
+            _r(
+                "no_significant_regression",
+                "info",
+                f"no significant regression ({what})"
+                + (f"; cases that did worse, within noise: {_names(cases)}" if cases else ""),
+                **data,
+            )
+        )
     return res, out
 
 
@@ -438,17 +631,30 @@ def rule_budget(comp: Comparison) -> list[Reason]:
     b = comp.budget
     regs = list(comp.regressions)
     if b.over:
-        return [_r("regressions_over_budget", "warn",
-                   f"{b.observed} case(s) no longer pass every trial ({_names(regs)}), more than "
-                   f"the {b.budget} that noise explains at {b.confidence:.0%} (expected "
-                   f"{b.expected:.2f} of {b.at_risk} all-pass cases; P(X ≥ {b.observed}) = "
-                   f"{b.tail_p:.3g}); look at their failing trials",
-                   cases=regs, **b.model_dump())]  # fmt: skip
+        return [
+            _r(
+                "regressions_over_budget",
+                "warn",
+                f"{b.observed} case(s) no longer pass every trial ({_names(regs)}), more than "
+                f"the {b.budget} that noise explains at {b.confidence:.0%} (expected "
+                f"{b.expected:.2f} of {b.at_risk} all-pass cases; P(X ≥ {b.observed}) = "
+                f"{b.tail_p:.3g}); look at their failing trials",
+                cases=regs,
+                **b.model_dump(),
+            )
+        ]
     if regs:
-        return [_r("regressions_within_budget", "info",
-                   f"{b.observed} case regression(s) (all-pass → not all-pass): {_names(regs)}; "
-                   f"within the budget of {b.budget} that noise alone would produce "
-                   f"(expected {b.expected:.2f})", cases=regs, **b.model_dump())]  # fmt: skip
+        return [
+            _r(
+                "regressions_within_budget",
+                "info",
+                f"{b.observed} case regression(s) (all-pass → not all-pass): {_names(regs)}; "
+                f"within the budget of {b.budget} that noise alone would produce "
+                f"(expected {b.expected:.2f})",
+                cases=regs,
+                **b.model_dump(),
+            )
+        ]
     return []
 
 
@@ -458,33 +664,60 @@ def rule_non_inferiority(policy: Policy, comp: Comparison) -> list[Reason]:
     margin, low, high = th.non_inferiority_margin, comp.e1.ci_low, comp.e1.ci_high
     data = {"lower_bound": low, "margin": margin, "n_cases": comp.e1.n_cases}
     if low is not None and low > -margin + _EPS:
-        return [_r("non_inferiority_shown", "info",
-                   f"pass rate non-inferior: lower bound {_fmt(low)} > -{margin:.3f}", **data)]  # fmt: skip
+        return [
+            _r(
+                "non_inferiority_shown",
+                "info",
+                f"pass rate non-inferior: lower bound {_fmt(low)} > -{margin:.3f}",
+                **data,
+            )
+        ]
     half = None if low is None or high is None else (high - low) / 2
     # large enough: an equal candidate would show non-inferiority with room to spare
     informative = half is not None and half < margin / 2
     severity: Severity = (
-        "warn" if th.non_inferiority == "warn"
-        or (th.non_inferiority == "auto" and informative) else "info"
-    )  # fmt: skip
-    small = "" if informative else (
-        f"; the set is too small to show it (bound half-width "
-        f"{'n/a' if half is None else f'{half:.3f}'} ≥ margin / 2): information only")
-    return [_r("non_inferiority_not_shown", severity,
-               f"non-inferiority of the pass rate not shown: one-sided {1 - policy.alpha:.0%} "
-               f"lower bound {_fmt(low)} is not above -{margin:.3f} (n = {comp.e1.n_cases} "
-               f"cases){small}", half_width=half, **data)]  # fmt: skip
+        "warn"
+        if th.non_inferiority == "warn" or (th.non_inferiority == "auto" and informative)
+        else "info"
+    )
+    small = (
+        ""
+        if informative
+        else (
+            f"; the set is too small to show it (bound half-width "
+            f"{'n/a' if half is None else f'{half:.3f}'} ≥ margin / 2): information only"
+        )
+    )
+    return [
+        _r(
+            "non_inferiority_not_shown",
+            severity,
+            f"non-inferiority of the pass rate not shown: one-sided {1 - policy.alpha:.0%} "
+            f"lower bound {_fmt(low)} is not above -{margin:.3f} (n = {comp.e1.n_cases} "
+            f"cases){small}",
+            half_width=half,
+            **data,
+        )
+    ]
 
 
-def rule_missing(policy: Policy, ids: Sequence[str], missing: Sequence[str], where: str) -> list[Reason]:  # fmt: skip
+def rule_missing(
+    policy: Policy, ids: Sequence[str], missing: Sequence[str], where: str
+) -> list[Reason]:
     """Too many cases missing from the comparison (or from the candidate) warns."""
     limit = policy.missing_cases.max_fraction
     if not ids or len(missing) / len(ids) <= limit + _EPS:
         return []
-    return [_r("missing_cases_over_limit", "warn",
-               f"{len(missing)} of {len(ids)} cases are missing from the {where} "
-               f"(limit {limit:.1%}): {_names(list(missing))}; re-run them",
-               cases=list(missing), limit=limit)]  # fmt: skip
+    return [
+        _r(
+            "missing_cases_over_limit",
+            "warn",
+            f"{len(missing)} of {len(ids)} cases are missing from the {where} "
+            f"(limit {limit:.1%}): {_names(list(missing))}; re-run them",
+            cases=list(missing),
+            limit=limit,
+        )
+    ]
 
 
 def _impute(arm: ArmData, ids: Iterable[str], fill: Outcome) -> ArmData:
@@ -506,23 +739,37 @@ def _has_missing(arms: Sequence[ArmData], ids: Iterable[str]) -> bool:
 
 
 def rule_imputation(
-    policy: Policy, candidate: ArmData, reference: ArmData, ids: Sequence[str],
-    critical: Sequence[str], observed: int,
-) -> tuple[VerdictKind | None, list[Reason]]:  # fmt: skip
-    """Would filling the missing trials worst-case (candidate fails, baseline passes) flip it?"""
+    policy: Policy,
+    candidate: ArmData,
+    reference: ArmData,
+    ids: Sequence[str],
+    critical: Sequence[str],
+    observed: int,
+) -> tuple[VerdictKind | None, list[Reason]]:
+    """Warn when worst-case filling of missing trials (candidate fails) would flip it."""
     if not _has_missing([candidate, reference], ids):
         return None, []
-    worst = compare_arms(_impute(candidate, ids, Outcome.FAIL), _impute(reference, ids, Outcome.PASS),
-                         alpha=policy.alpha, bootstrap_resamples=0)  # fmt: skip
+    worst = compare_arms(
+        _impute(candidate, ids, Outcome.FAIL),
+        _impute(reference, ids, Outcome.PASS),
+        alpha=policy.alpha,
+        bootstrap_resamples=0,
+    )
     rank = _RANK[evaluate_rule(policy, worst, critical).outcome]
     imputed = _VERDICT[rank]
     if rank <= observed:
         return imputed, []
-    return imputed, [_r("imputation_would_flip", "warn",
-                        f"worst-case imputation of the missing data (candidate fails, baseline "
-                        f"passes) would turn {_VERDICT[observed]!r} into {imputed!r}; re-run "
-                        "the trials that ended in infra or evaluator errors",
-                        observed=_VERDICT[observed], imputed=imputed)]  # fmt: skip
+    return imputed, [
+        _r(
+            "imputation_would_flip",
+            "warn",
+            f"worst-case imputation of the missing data (candidate fails, baseline "
+            f"passes) would turn {_VERDICT[observed]!r} into {imputed!r}; re-run "
+            "the trials that ended in infra or evaluator errors",
+            observed=_VERDICT[observed],
+            imputed=imputed,
+        )
+    ]
 
 
 def rerun_plan(policy: Policy, summary: ArmSummary) -> tuple[str, ...]:
@@ -540,14 +787,21 @@ def rerun_plan(policy: Policy, summary: ArmSummary) -> tuple[str, ...]:
     return tuple(c.case_id for c in (flaky if limit is None else flaky[:limit]))
 
 
-def _reference(baseline: ArmData | None, stored: ArmData | None) -> tuple[ArmData | None, ArmData | None]:  # fmt: skip
-    """The reference arm (re-executed, falling back per case to stored) and the pooled arm."""
+def _reference(
+    baseline: ArmData | None, stored: ArmData | None
+) -> tuple[ArmData | None, ArmData | None]:
+    """Return the reference arm (re-executed, else stored, per case) and the pooled arm."""
     if baseline is not None and stored is not None:
-        reference = ArmData(k=baseline.k, name=baseline.name,
-                            cases={**stored.cases, **baseline.cases})  # fmt: skip
-        pooled = ArmData(k=baseline.k, cases={
-            cid: stored.cases.get(cid, ()) + baseline.cases.get(cid, ())
-            for cid in sorted(set(stored.cases) | set(baseline.cases))})  # fmt: skip
+        reference = ArmData(
+            k=baseline.k, name=baseline.name, cases={**stored.cases, **baseline.cases}
+        )
+        pooled = ArmData(
+            k=baseline.k,
+            cases={
+                cid: stored.cases.get(cid, ()) + baseline.cases.get(cid, ())
+                for cid in sorted(set(stored.cases) | set(baseline.cases))
+            },
+        )
         return reference, pooled
     return (baseline if baseline is not None else stored), None
 
@@ -593,32 +847,46 @@ def decide(
     rule: RuleResult | None = None
     imputed: VerdictKind | None = None
     if reference is None:
-        reasons.append(_r("no_comparison", "info",
-                          "no baseline: NO COMPARISON WAS MADE. This verdict judges the "
-                          "candidate alone (validity, infra errors, absolute rules, required "
-                          "and critical cases, missing cases)"))  # fmt: skip
+        reasons.append(
+            _r(
+                "no_comparison",
+                "info",
+                "no baseline: NO COMPARISON WAS MADE. This verdict judges the "
+                "candidate alone (validity, infra errors, absolute rules, required "
+                "and critical cases, missing cases)",
+            )
+        )
         ids = sorted(set(candidate.cases) | set(required))
         missing = [c for c in ids if summarize_case(candidate.cases.get(c, ()), candidate.k).n == 0]
         reasons += rule_missing(policy, ids, missing, "candidate")
     else:
         ids = sorted(set(candidate.cases) | set(reference.cases) | set(required))
         comparison = compare_arms(
-            candidate, reference, alpha=policy.alpha,
+            candidate,
+            reference,
+            alpha=policy.alpha,
             budget_confidence=policy.regression_budget.confidence,
             budget_floor=policy.regression_budget.floor,
-            bootstrap_resamples=policy.bootstrap.resamples, seed=policy.bootstrap.seed,
+            bootstrap_resamples=policy.bootstrap.resamples,
+            seed=policy.bootstrap.seed,
             budget_baseline=pooled,
-        )  # fmt: skip
+        )
         if not comparison.compared:
-            reasons.append(_r("no_common_cases", "blocked",
-                              "no case has judged trials in both the candidate and the "
-                              "baseline: nothing can be compared"))  # fmt: skip
+            reasons.append(
+                _r(
+                    "no_common_cases",
+                    "blocked",
+                    "no case has judged trials in both the candidate and the "
+                    "baseline: nothing can be compared",
+                )
+            )
         else:
             rule, core = rule_regression(policy, comparison, critical)
             core += rule_budget(comparison) + rule_non_inferiority(policy, comparison)
             reasons += core
-            imputed, flip = rule_imputation(policy, candidate, reference, ids, critical,
-                                            _RANK[rule.outcome])  # fmt: skip
+            imputed, flip = rule_imputation(
+                policy, candidate, reference, ids, critical, _RANK[rule.outcome]
+            )
             reasons += flip
         missing = [c for c in ids if c not in comparison.compared]
         reasons += rule_missing(policy, ids, missing, "comparison")
@@ -627,13 +895,26 @@ def decide(
 
     if any(r.severity == "blocked" for r in reasons):
         reasons = [r for r in reasons if r.severity in ("blocked", "info")]
-        reasons.append(_r("not_judged", "info",
-                          "blocked: the comparison is shown for diagnosis but was not judged"))  # fmt: skip
+        reasons.append(
+            _r(
+                "not_judged",
+                "info",
+                "blocked: the comparison is shown for diagnosis but was not judged",
+            )
+        )
     reasons.sort(key=lambda r: -_RANK[r.severity])  # stable within a severity
     return Decision(
-        verdict=_VERDICT[_severity(reasons)], reasons=tuple(reasons),
-        policy_version=policy.version, policy_digest=policy_digest(policy), k=candidate.k,
-        compared=reference is not None, candidate=cand_sum, baseline=base_sum,
-        stored_baseline=stored_sum, comparison=comparison, rule=rule, drift=drift,
+        verdict=_VERDICT[_severity(reasons)],
+        reasons=tuple(reasons),
+        policy_version=policy.version,
+        policy_digest=policy_digest(policy),
+        k=candidate.k,
+        compared=reference is not None,
+        candidate=cand_sum,
+        baseline=base_sum,
+        stored_baseline=stored_sum,
+        comparison=comparison,
+        rule=rule,
+        drift=drift,
         imputed_verdict=imputed,
-    )  # fmt: skip
+    )

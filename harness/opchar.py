@@ -48,8 +48,8 @@ __all__ = [
     "OperatingCharacteristics",
     "OperatingInputs",
     "Rate",
-    "cache_path",
     "baseline_summary",
+    "cache_path",
     "cached_summary",
     "check_project",
     "inputs_from_records",
@@ -125,8 +125,40 @@ class OperatingCharacteristics(_Frozen):
     """Simulations per shape and k for the recommendation."""
     seconds: float = 0.0
 
+    def render(self) -> list[str]:
+        """Return the ``harness policy check`` table as plain text lines."""
+        inp = self.inputs
+        rows = [
+            ("unchanged release", "FAIL (false fail)", self.false_fail),
+            ("unchanged release", "WARN (false warn)", self.false_warn),
+        ]
+        rows += [
+            (f"10-point drop, {s} ({self.drop_cases[s]} cases)", "FAIL (detection)", r)
+            for s, r in self.detect.items()
+        ]
+        lines = [
+            f"operating characteristics: N = {inp.n_cases} cases, k = {inp.k}, "
+            f"{inp.reps} simulations, seed {inp.seed}, gate rule {inp.rule_version}",
+            "",
+            f"{'scenario':<42} {'gate':<18} {'rate':>6}  95% interval (Wilson)",
+        ]
+        lines += [
+            f"{name:<42} {what:<18} {r.rate:>6.3f}  [{r.low:.3f}, {r.high:.3f}]"
+            for name, what, r in rows
+        ]
+        lines += ["", self.summary()]
+        if self.recommended:
+            lines += ["", f"detection (FAIL) by k, {self.recommend_reps} simulations each:"]
+            lines += [
+                f"  k = {kk:>2}: " + ", ".join(f"{s} {v:.2f}" for s, v in rates.items())
+                for kk, rates in self.recommended.items()
+            ]
+            best = str(self.recommended_k) if self.recommended_k else "none of those: add cases"
+            lines.append(f"recommended k for {self.target:.0%} detection in every shape: {best}")
+        return lines
+
     def summary(self) -> str:
-        """The one-line summary the report carries."""
+        """Return the one-line summary the report carries."""
         c = self.detect["concentrated"]
         return (
             f"at N = {self.inputs.n_cases}, k = {self.inputs.k} this gate catches a 10-point "
@@ -154,7 +186,7 @@ def _rate(successes: int, n: int) -> Rate:
 
 
 def shifted(p: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
-    """The candidate's pass probabilities after a 10-point drop of ``shape``; cases touched."""
+    """Return pass probabilities after a 10-point drop of ``shape``, and the cases hit."""
     n = p.size
     order = np.argsort(-p, kind="stable")
     q = p.copy()
@@ -173,8 +205,9 @@ def shifted(p: np.ndarray, shape: Shape) -> tuple[np.ndarray, int]:
     return np.clip(p - hi, 0.0, 1.0), n
 
 
-def _simulate(policy: Policy, inputs: OperatingInputs, k: int, shape: Shape | None,
-              reps: int, seed: int) -> tuple[int, int, int]:  # fmt: skip
+def _simulate(
+    policy: Policy, inputs: OperatingInputs, k: int, shape: Shape | None, reps: int, seed: int
+) -> tuple[int, int, int]:
     """Replicates that fail, warn (without failing), and drop size; rule + budget."""
     rng = np.random.Generator(np.random.PCG64([seed, k, SHAPES.index(shape) + 1 if shape else 0]))
     passes = np.array(inputs.passes)
@@ -190,10 +223,19 @@ def _simulate(policy: Policy, inputs: OperatingInputs, k: int, shape: Shape | No
         b = rng.binomial(k, p)
         c = rng.binomial(k, q)
         res = regression_rule(
-            ids, c, n, b, n, k=k, critical=crit, alpha=policy.alpha,
-            warn_alpha=policy.warn_level, critical_share=policy.critical_share,
-            pass_rate_drop=th.pass_rate_drop, pass_hat_k_drop=th.pass_hat_k_drop,
-        )  # fmt: skip
+            ids,
+            c,
+            n,
+            b,
+            n,
+            k=k,
+            critical=crit,
+            alpha=policy.alpha,
+            warn_alpha=policy.warn_level,
+            critical_share=policy.critical_share,
+            pass_rate_drop=th.pass_rate_drop,
+            pass_hat_k_drop=th.pass_hat_k_drop,
+        )
         if res.outcome == "fail":
             fails += 1
             continue
@@ -206,16 +248,22 @@ def _simulate(policy: Policy, inputs: OperatingInputs, k: int, shape: Shape | No
             risks = [flip_risk(k, k, k, prior)] * int(at_risk.sum())
             flips = int((at_risk & (c < k)).sum())
             pmf = poisson_binomial_pmf(risks)
-            budget = int(np.searchsorted(np.cumsum(pmf), policy.regression_budget.confidence - 1e-12))
+            budget = int(
+                np.searchsorted(np.cumsum(pmf), policy.regression_budget.confidence - 1e-12)
+            )
             warn = flips > max(policy.regression_budget.floor, budget)
         warns += warn
     return fails, warns, touched
 
 
 def operating_characteristics(
-    policy: Policy, inputs: OperatingInputs, *, recommend: Sequence[int] = (),
-    target: float = 0.90, recommend_reps: int = 300,
-) -> OperatingCharacteristics:  # fmt: skip
+    policy: Policy,
+    inputs: OperatingInputs,
+    *,
+    recommend: Sequence[int] = (),
+    target: float = 0.90,
+    recommend_reps: int = 300,
+) -> OperatingCharacteristics:
     """Simulate the gate for ``inputs`` (pure: seeded, no I/O); optionally try other k."""
     began = time.perf_counter()
     reps, seed, k = inputs.reps, inputs.seed, inputs.k
@@ -228,25 +276,39 @@ def operating_characteristics(
     table: dict[int, dict[str, float]] = {}
     best: int | None = None
     for kk in sorted(set(recommend)):
-        table[kk] = {s: _simulate(policy, inputs, kk, s, recommend_reps, seed)[0] / recommend_reps
-                     for s in SHAPES}  # fmt: skip
+        table[kk] = {
+            s: _simulate(policy, inputs, kk, s, recommend_reps, seed)[0] / recommend_reps
+            for s in SHAPES
+        }
         if best is None and min(table[kk].values()) >= target:
             best = kk
     return OperatingCharacteristics(
-        inputs=inputs, false_fail=_rate(ff, reps), false_warn=_rate(fw, reps), detect=detect,
-        drop_cases=touched, recommended=table, recommended_k=best,
+        inputs=inputs,
+        false_fail=_rate(ff, reps),
+        false_warn=_rate(fw, reps),
+        detect=detect,
+        drop_cases=touched,
+        recommended=table,
+        recommended_k=best,
         target=target if recommend else None,
-        recommend_reps=recommend_reps if recommend else 0, seconds=time.perf_counter() - began,
-    )  # fmt: skip
+        recommend_reps=recommend_reps if recommend else 0,
+        seconds=time.perf_counter() - began,
+    )
 
 
 # --------------------------------------------------------------------------- inputs, cache
 
 
 def inputs_from_records(
-    policy: Policy, records: Sequence[RunRecord], k: int, *, critical: Sequence[str] = (),
-    skip: Sequence[str] = (), reps: int = 1000, seed: int = 0,
-) -> OperatingInputs:  # fmt: skip
+    policy: Policy,
+    records: Sequence[RunRecord],
+    k: int,
+    *,
+    critical: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    reps: int = 1000,
+    seed: int = 0,
+) -> OperatingInputs:
     """Per-case baseline counts from run records (judgment-lane cases in ``skip``)."""
     counts: dict[str, list[int]] = {}
     for r in records:
@@ -258,10 +320,14 @@ def inputs_from_records(
     ids = sorted(counts)
     wanted = set(critical) | set(policy.critical_cases)
     return OperatingInputs(
-        policy_digest=policy_digest(policy), k=k, passes=tuple(counts[c][0] for c in ids),
+        policy_digest=policy_digest(policy),
+        k=k,
+        passes=tuple(counts[c][0] for c in ids),
         trials=tuple(counts[c][1] for c in ids),
-        critical=tuple(i for i, c in enumerate(ids) if c in wanted), reps=reps, seed=seed,
-    )  # fmt: skip
+        critical=tuple(i for i, c in enumerate(ids) if c in wanted),
+        reps=reps,
+        seed=seed,
+    )
 
 
 def cache_path(store_dir: Path, inputs: OperatingInputs) -> Path:
@@ -270,7 +336,7 @@ def cache_path(store_dir: Path, inputs: OperatingInputs) -> Path:
 
 
 def read_cache(store_dir: Path, inputs: OperatingInputs) -> OperatingCharacteristics | None:
-    """The cached result for exactly these inputs, or None (missing or unreadable)."""
+    """Return the cached result for exactly these inputs, or None (missing, unreadable)."""
     path = cache_path(store_dir, inputs)
     try:
         found = OperatingCharacteristics.model_validate_json(path.read_bytes())
@@ -290,7 +356,7 @@ def write_cache(store_dir: Path, result: OperatingCharacteristics) -> Path:
 
 
 def cached_summary(store_dir: Path, inputs: OperatingInputs) -> str | None:
-    """The summary line when ``harness policy check`` has run for these inputs (no simulation)."""
+    """Return the summary line if ``harness policy check`` ran for these inputs."""
     found = read_cache(store_dir, inputs)
     return found.summary() if found is not None else None
 
@@ -303,17 +369,24 @@ def _choose_baseline(baselines_dir: Path, name: str | None) -> str:
         return found[0]
     raise ConfigError(
         "policy check takes the per-case pass rates from a promoted baseline: "
-        + (f"name one with --baseline ({', '.join(found)})" if found else
-           "there is none yet; promote one with `harness baseline promote RUN --name NAME`"),
+        + (
+            f"name one with --baseline ({', '.join(found)})"
+            if found
+            else "there is none yet; promote one with `harness baseline promote RUN --name NAME`"
+        ),
         file=baselines_dir,
-    )  # fmt: skip
+    )
 
 
 def project_inputs(
-    project: Project, baseline: str | None = None, k: int | None = None, *,
-    reps: int = 1000, seed: int = 0,
-) -> tuple[Policy, OperatingInputs]:  # fmt: skip
-    """The policy and simulation inputs of a project's baseline (reads files).
+    project: Project,
+    baseline: str | None = None,
+    k: int | None = None,
+    *,
+    reps: int = 1000,
+    seed: int = 0,
+) -> tuple[Policy, OperatingInputs]:
+    """Return the policy and simulation inputs of a project's baseline (reads files).
 
     Raises:
         ConfigError: no baseline to use, or a bad policy file.
@@ -326,24 +399,38 @@ def project_inputs(
     bl = load_baseline(project.baselines_dir, _choose_baseline(project.baselines_dir, baseline))
     rec = bl.file.release
     return policy, inputs_from_records(
-        policy, bl.records, k or rec.k, critical=rec.critical_cases, skip=rec.judgment_cases,
-        reps=reps, seed=seed,
-    )  # fmt: skip
+        policy,
+        bl.records,
+        k or rec.k,
+        critical=rec.critical_cases,
+        skip=rec.judgment_cases,
+        reps=reps,
+        seed=seed,
+    )
 
 
 def check_project(
-    project: Project, baseline: str | None = None, k: int | None = None, *,
-    reps: int = 1000, seed: int = 0, recommend: Sequence[int] = (), target: float = 0.90,
+    project: Project,
+    baseline: str | None = None,
+    k: int | None = None,
+    *,
+    reps: int = 1000,
+    seed: int = 0,
+    recommend: Sequence[int] = (),
+    target: float = 0.90,
     use_cache: bool = True,
-) -> tuple[OperatingCharacteristics, bool]:  # fmt: skip
+) -> tuple[OperatingCharacteristics, bool]:
     """``harness policy check``: simulate (or read the cache) and cache; (result, cached)."""
     policy, inputs = project_inputs(project, baseline, k, reps=reps, seed=seed)
     if inputs.n_cases == 0:
-        raise ConfigError("the baseline has no judged trial to take pass rates from",
-                          file=project.baselines_dir)  # fmt: skip
+        raise ConfigError(
+            "the baseline has no judged trial to take pass rates from", file=project.baselines_dir
+        )
     found = read_cache(project.store_dir, inputs) if use_cache else None
-    if found is not None and set(recommend) <= set(found.recommended) and (
-        not recommend or found.target == target
+    if (
+        found is not None
+        and set(recommend) <= set(found.recommended)
+        and (not recommend or found.target == target)
     ):
         return found, True
     result = operating_characteristics(policy, inputs, recommend=recommend, target=target)
@@ -352,8 +439,9 @@ def check_project(
 
 
 def baseline_summary(store_dir: Path, policy: Policy, baseline: Baseline, k: int) -> str | None:
-    """The cached summary line for a run at ``k`` against ``baseline``; None if not cached."""
+    """Return the cached summary for a run at ``k`` against ``baseline``, or None."""
     rec = baseline.file.release
-    inputs = inputs_from_records(policy, baseline.records, k, critical=rec.critical_cases,
-                                 skip=rec.judgment_cases)  # fmt: skip
+    inputs = inputs_from_records(
+        policy, baseline.records, k, critical=rec.critical_cases, skip=rec.judgment_cases
+    )
     return cached_summary(store_dir, inputs) if inputs.n_cases else None

@@ -128,13 +128,27 @@ def regression_rule(
         def keep(name: str, weight: float) -> float:
             return 0.0 if name in done else weight
 
-        return allocate_alpha(level, [
-            ("set", 1.0 - critical_share, [
-                ("within", keep("within", WITHIN_WEIGHT), within.min_p),
-                ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken.min_p)]),
-            ("critical", critical_share, [
-                (f"critical:{cid}", keep(f"critical:{cid}", 1.0), crit_min[cid]) for cid in crit]),
-        ])  # fmt: skip
+        return allocate_alpha(
+            level,
+            [
+                (
+                    "set",
+                    1.0 - critical_share,
+                    [
+                        ("within", keep("within", WITHIN_WEIGHT), within.min_p),
+                        ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken.min_p),
+                    ],
+                ),
+                (
+                    "critical",
+                    critical_share,
+                    [
+                        (f"critical:{cid}", keep(f"critical:{cid}", 1.0), crit_min[cid])
+                        for cid in crit
+                    ],
+                ),
+            ],
+        )
 
     def step_down(level: float) -> tuple[tuple[AlphaShare, ...], tuple[str, ...]]:
         # weighted Holm: a rejected test passes its share on to the others, until no
@@ -158,20 +172,32 @@ def regression_rule(
     hats = hats[~np.isnan(hats)]
     mean_hat = float(hats.mean()) if hats.size else None
     broken_ids = tuple(
-        case_ids[i] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
+        case_ids[int(i)] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
     )
-    material = bool(broken_ids) or (
-        mean_drop is not None and mean_drop >= pass_rate_drop - _EPS
-    ) or (mean_hat is not None and mean_hat >= pass_hat_k_drop - _EPS)  # fmt: skip
-    failing_critical = tuple(name.split(":", 1)[1] for name in rej_fail if name.startswith("critical:"))
+    material = (
+        bool(broken_ids)
+        or (mean_drop is not None and mean_drop >= pass_rate_drop - _EPS)
+        or (mean_hat is not None and mean_hat >= pass_hat_k_drop - _EPS)
+    )
+    failing_critical = tuple(
+        name.split(":", 1)[1] for name in rej_fail if name.startswith("critical:")
+    )
     set_fail = any(name in ("within", "broken") for name in rej_fail) and material
     outcome: Literal["pass", "warn", "fail"] = (
         "fail" if set_fail or failing_critical else "warn" if rej_warn else "pass"
     )
     return RuleResult(
-        outcome=outcome, within=within, broken=broken, critical_p=crit_p,
-        fail_shares=fail_shares, warn_shares=warn_shares, rejected_fail=rej_fail,
-        rejected_warn=rej_warn, mean_drop=mean_drop, mean_hat_drop=mean_hat,
-        broken_cases=broken_ids, material=material, failing_critical=failing_critical,
-    )  # fmt: skip
-
+        outcome=outcome,
+        within=within,
+        broken=broken,
+        critical_p=crit_p,
+        fail_shares=fail_shares,
+        warn_shares=warn_shares,
+        rejected_fail=rej_fail,
+        rejected_warn=rej_warn,
+        mean_drop=mean_drop,
+        mean_hat_drop=mean_hat,
+        broken_cases=broken_ids,
+        material=material,
+        failing_critical=failing_critical,
+    )

@@ -53,8 +53,8 @@ __all__ = [
     "MeanCI",
     "PairedTest",
     "RegressionBudget",
-    "compare_arms",
     "beta_prior",
+    "compare_arms",
     "fisher_less",
     "flip_risk",
     "holm",
@@ -487,7 +487,9 @@ def poisson_binomial_pmf(q: Sequence[float]) -> tuple[float, ...]:
 JEFFREYS = (0.5, 0.5)
 
 
-def beta_prior(passes: Sequence[int], trials: Sequence[int]) -> tuple[float, float]:
+def beta_prior(
+    passes: Sequence[int] | np.ndarray, trials: Sequence[int] | np.ndarray
+) -> tuple[float, float]:
     """Empirical-Bayes Beta prior of the cases' pass probabilities (method of moments).
 
     Fits a beta-binomial to the per-case counts: mean ``mu`` = pooled pass share,

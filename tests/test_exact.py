@@ -27,19 +27,25 @@ def brute_force_p(c: list[int], n: list[int], b: list[int], m: list[int]) -> flo
     supports = []
     for ci, ni, bi, mi in zip(c, n, b, m, strict=True):
         s = ci + bi
-        supports.append([
-            (sps.hypergeom.pmf(x, ni + mi, s, ni), case_scores([x], [ni], [s - x], [mi])[0])
-            for x in range(max(0, s - mi), min(ni, s) + 1)
-        ])  # fmt: skip
-    return float(sum(
-        math.prod(p for p, _ in combo)
-        for combo in itertools.product(*supports) if sum(q for _, q in combo) >= observed
-    ))  # fmt: skip
+        supports.append(
+            [
+                (sps.hypergeom.pmf(x, ni + mi, s, ni), case_scores([x], [ni], [s - x], [mi])[0])
+                for x in range(max(0, s - mi), min(ni, s) + 1)
+            ]
+        )
+    return float(
+        sum(
+            math.prod(p for p, _ in combo)
+            for combo in itertools.product(*supports)
+            if sum(q for _, q in combo) >= observed
+        )
+    )
 
 
 case = st.tuples(st.integers(1, 6), st.integers(1, 6)).flatmap(
-    lambda nm: st.tuples(st.integers(0, nm[0]), st.just(nm[0]), st.integers(0, nm[1]),
-                         st.just(nm[1]))  # fmt: skip
+    lambda nm: st.tuples(
+        st.integers(0, nm[0]), st.just(nm[0]), st.integers(0, nm[1]), st.just(nm[1])
+    )
 )
 
 
@@ -58,9 +64,12 @@ def test_within_case_p_matches_scipy_permutation_test() -> None:
     # on one case, where the statistic is the candidate's pass count)
     cand, base = np.array([1, 0, 0, 0, 0]), np.array([1, 1, 1, 1, 0])
     res = sps.permutation_test(
-        (cand, base), lambda x, y, axis: np.sum(x, axis=axis), permutation_type="independent",
-        alternative="less", n_resamples=np.inf,
-    )  # fmt: skip
+        (cand, base),
+        lambda x, y, axis: np.sum(x, axis=axis),
+        permutation_type="independent",
+        alternative="less",
+        n_resamples=np.inf,
+    )
     assert within_case_test([1], [5], [4], [5]).p_value == pytest.approx(res.pvalue)
 
 
@@ -100,20 +109,32 @@ def test_broken_count_is_poisson_binomial_given_the_totals() -> None:
     assert t.p_value == pytest.approx(3 * q**2 * (1 - q) + q**3)
     assert broken_count_test([4], [5], [5], [5]).p_value == 1.0
     # the unconditional bound: each case breaks with probability <= 4^-k
-    assert 1 / math.comb(10, 5) <= 1.0 and 0.25**5 == pytest.approx(1 / 1024)
+    assert 1 / math.comb(10, 5) <= 1.0 and pytest.approx(1 / 1024) == 0.25**5
 
 
 def test_allocate_alpha_gives_untestable_shares_away() -> None:
-    shares = {s.name: s.share for s in allocate_alpha(0.05, [
-        ("set", 0.5, [("within", 0.8, 1e-6), ("broken", 0.2, 1.0)]),
-        ("critical", 0.5, [("a", 1.0, 5 / 210), ("b", 1.0, 1.0)]),
-    ])}  # fmt: skip
-    assert shares == {"within": pytest.approx(0.025), "broken": 0.0,
-                      "a": pytest.approx(0.025), "b": 0.0}  # fmt: skip
+    shares = {
+        s.name: s.share
+        for s in allocate_alpha(
+            0.05,
+            [
+                ("set", 0.5, [("within", 0.8, 1e-6), ("broken", 0.2, 1.0)]),
+                ("critical", 0.5, [("a", 1.0, 5 / 210), ("b", 1.0, 1.0)]),
+            ],
+        )
+    }
+    assert shares == {
+        "within": pytest.approx(0.025),
+        "broken": 0.0,
+        "a": pytest.approx(0.025),
+        "b": 0.0,
+    }
     nothing = allocate_alpha(0.05, [("set", 1.0, [("x", 1.0, 1.0)])])
     assert nothing[0].share == 0.0
-    full = {s.name: s.share for s in allocate_alpha(0.05, [("set", 1.0, [("x", 1.0, 0.0)]),
-                                                           ("critical", 0.5, [])])}  # fmt: skip
+    full = {
+        s.name: s.share
+        for s in allocate_alpha(0.05, [("set", 1.0, [("x", 1.0, 0.0)]), ("critical", 0.5, [])])
+    }
     assert full == {"x": pytest.approx(0.05)}
 
 

@@ -453,9 +453,7 @@ def test_rule_budget_and_non_inferiority_directly() -> None:
     d = decide(POLICY, arm(STEADY), arm(STEADY), None)
     assert d.comparison is not None
     assert rule_budget(d.comparison) == []
-    assert [r.code for r in rule_non_inferiority(POLICY, d.comparison)] == [
-        "non_inferiority_shown"
-    ]
+    assert [r.code for r in rule_non_inferiority(POLICY, d.comparison)] == ["non_inferiority_shown"]
 
 
 def test_regressed_cases_orders_critical_then_evidence() -> None:

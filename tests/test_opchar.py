@@ -24,9 +24,14 @@ POLICY = Policy(version="t")
 
 
 def inputs(**kw: object) -> OperatingInputs:
-    base: dict[str, object] = {"policy_digest": policy_digest(POLICY), "k": 5,
-                               "passes": (5,) * 10 + (3,) * 10, "trials": (5,) * 20,
-                               "reps": 120, "seed": 3}  # fmt: skip
+    base: dict[str, object] = {
+        "policy_digest": policy_digest(POLICY),
+        "k": 5,
+        "passes": (5,) * 10 + (3,) * 10,
+        "trials": (5,) * 20,
+        "reps": 120,
+        "seed": 3,
+    }
     return OperatingInputs.model_validate(base | kw)
 
 
@@ -59,8 +64,9 @@ def test_simulation_is_seeded_and_sensible() -> None:
 
 
 def test_recommendation_picks_the_smallest_k_reaching_the_target() -> None:
-    res = operating_characteristics(POLICY, inputs(reps=60), recommend=(3, 10), target=0.5,
-                                    recommend_reps=60)  # fmt: skip
+    res = operating_characteristics(
+        POLICY, inputs(reps=60), recommend=(3, 10), target=0.5, recommend_reps=60
+    )
     assert set(res.recommended) == {3, 10}
     ok = [k for k in (3, 10) if min(res.recommended[k].values()) >= 0.5]
     assert res.recommended_k == (ok[0] if ok else None)

@@ -39,7 +39,11 @@ def test_policy_check_prints_its_table_fast_and_caches_it(example: Path) -> None
     again = harness(example, "policy", "check", "--json")
     assert again.returncode == 0 and "cached result" in again.stderr
     data = json.loads(again.stdout)
-    assert data["inputs"]["k"] == 5 and set(data["detect"]) == {"diffuse", "partial", "concentrated"}
+    assert data["inputs"]["k"] == 5 and set(data["detect"]) == {
+        "diffuse",
+        "partial",
+        "concentrated",
+    }
 
 
 def test_policy_check_without_a_baseline_is_a_clear_usage_error(example: Path) -> None:
@@ -55,9 +59,19 @@ def test_bundled_regressed_release_fails_with_critical_cases_named(example: Path
     # issue 11: 0.80 -> 0.50 with both critical cases 5/5 -> 1/5 got WARN (exit 0 with
     # --warn-ok); it must FAIL, and --warn-ok must not rescue it
     assert harness(example, "policy", "check").returncode == 0  # then the report carries it
-    done = harness(example, "run", "--release", "candidate-regressed", "--k", "5",
-                   "--baseline", "production-previous", "--no-report", "--warn-ok",
-                   timeout=900)  # fmt: skip
+    done = harness(
+        example,
+        "run",
+        "--release",
+        "candidate-regressed",
+        "--k",
+        "5",
+        "--baseline",
+        "production-previous",
+        "--no-report",
+        "--warn-ok",
+        timeout=900,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     gate = json.loads(harness(example, "gate", "--json").stdout)
     assert gate["verdict"] == "fail"
@@ -67,8 +81,10 @@ def test_bundled_regressed_release_fails_with_critical_cases_named(example: Path
     for crit in ("escaped-quote-row-merge", "join-minimal-quoting"):
         assert (by_case[crit]["passes"], by_case[crit]["n"]) == (1, 5)
     fails = [r for r in gate["decision"]["reasons"] if r["severity"] == "fail"]
-    assert {r["data"].get("case_id") for r in fails} >= {"escaped-quote-row-merge",
-                                                         "join-minimal-quoting"}  # fmt: skip
+    assert {r["data"].get("case_id") for r in fails} >= {
+        "escaped-quote-row-merge",
+        "join-minimal-quoting",
+    }
     codes = {r["code"]: r for r in gate["decision"]["reasons"]}
     assert "operating_characteristics" in codes
     assert "concentrated drop" in codes["operating_characteristics"]["message"]
