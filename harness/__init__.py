@@ -21,7 +21,6 @@ _EXPORTS: dict[str, str] = {
     "Decision": "harness.gate",
     "ExecResult": "harness.sandbox.base",
     "FakeSandbox": "harness.sandbox.fake",
-    "GATE_RULE_VERSION": "harness.gate",
     "HarnessError": "harness.errors",
     "LoadedCase": "harness.cases.load",
     "LocalSandbox": "harness.sandbox.local",
@@ -53,7 +52,6 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "GATE_RULE_VERSION",
     "ArmData",
     "Case",
     "Decision",
@@ -106,7 +104,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.claims import claim_stats
     from harness.decision import decide_run
     from harness.errors import HarnessError
-    from harness.gate import GATE_RULE_VERSION, Decision, decide
+    from harness.gate import Decision, decide
     from harness.opchar import operating_characteristics
     from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
