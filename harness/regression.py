@@ -180,7 +180,7 @@ def regression_rule(
         or (mean_hat is not None and mean_hat >= pass_hat_k_drop - _EPS)
     )
     failing_critical = tuple(
-        name.split(":", 1)[1] for name in rej_fail if name.startswith("critical:")
+        sorted(name.split(":", 1)[1] for name in rej_fail if name.startswith("critical:"))
     )
     set_fail = any(name in ("within", "broken") for name in rej_fail) and material
     outcome: Literal["pass", "warn", "fail"] = (

@@ -60,3 +60,15 @@ def test_pass_hat_k_array_matches_the_scalar_estimator() -> None:
     for i in range(4):
         assert got[i] == pytest.approx(pass_hat_k(int(n[i]), int(c[i]), 5))
     assert np.isnan(got[4])
+
+
+def test_a_rejected_test_passes_its_share_on_weighted_holm() -> None:
+    # both critical cases 5/5 -> 1/5 (p = 5/210 each): at the first step each gets 1/4
+    # of alpha; once the within-case test rejects, its share lets both through
+    res = rule([1, 1] + [5] * 18, [5] * 20, critical=("c00", "c01"))
+    assert res.critical_p == {"c00": pytest.approx(5 / 210), "c01": pytest.approx(5 / 210)}
+    first = {s.name: s.share for s in res.fail_shares}
+    assert max(first["critical:c00"], first["critical:c01"]) < 5 / 210 or (
+        min(first["critical:c00"], first["critical:c01"]) == 0.0
+    )
+    assert res.failing_critical == ("c00", "c01")
