@@ -162,10 +162,8 @@ def _drifted(policy: Policy, c: np.ndarray, b: np.ndarray, k: int) -> bool:
     }
     mean = float((c - b).mean()) / k
     big = abs(mean) >= bp.drift_tolerance - 1e-12
-    flipped = broken.observed > 0
-    return (shares["within"] > 0 and within.p_value <= shares["within"] and (big or flipped)) or (
-        shares["broken"] > 0 and broken.p_value <= shares["broken"] and flipped
-    )
+    flipped = shares["broken"] > 0 and broken.p_value <= shares["broken"]
+    return (shares["within"] > 0 and within.p_value <= shares["within"] and big) or flipped
 
 
 def fast_verdict(

@@ -130,8 +130,9 @@ class DriftCheck(_Frozen):
     The same machinery as the regression rule, two-sided, at family-wise ``alpha``: the
     exact within-case test and the broken-case count (either direction), the level split
     4:1 between them (a test that cannot reach its share gives it to the other). Drift is
-    detected when the family rejects and the mean pass-rate difference is at least
-    ``tolerance`` or a case flipped all-pass ↔ all-fail. Per-case Fisher tests (Holm) are
+    detected when the broken-case count rejects (more all-pass ↔ all-fail flips than chance
+    allows), or when the within-case test rejects and the mean pass-rate difference is at
+    least ``tolerance``. Per-case Fisher tests (Holm) are
     shown to point at cases; they do not decide.
     """
 
@@ -207,8 +208,8 @@ def drift_check(
         p_within = _adjusted(within.p_value, shares["within"], alpha)
         p_broken = _adjusted(broken_test.p_value, shares["broken"], alpha)
         big = agg.mean_diff is not None and abs(agg.mean_diff) >= tolerance - _EPS
-        flipped = broken_test.observed > 0
-        detected = (p_within <= alpha and (big or flipped)) or (p_broken <= alpha and flipped)
+        flipped = p_broken <= alpha  # flips beyond chance, not one flip of a coin-flip case
+        detected = (p_within <= alpha and (big or flipped)) or flipped
     per_case = dict(zip(compared, holm(case_p), strict=True))
     return DriftCheck(
         alpha=alpha,

@@ -117,8 +117,8 @@ class BaselinePolicy(_Frozen):
     """Family-wise level of the two-sided drift tests (the within-case test and the
     broken-case count, as in the regression rule)."""
     drift_tolerance: _Magnitude = 0.10
-    """Drift also needs |mean pass-rate difference| at least this large, or a case that
-    went all-pass → all-fail."""
+    """The within-case drift test also needs |mean pass-rate difference| at least this
+    large (more all-pass ↔ all-fail flips than chance allows block on their own)."""
 
     @model_validator(mode="after")
     def _sample_needs_size(self) -> BaselinePolicy:
