@@ -187,7 +187,7 @@ def _conv_all(parts: Sequence[np.ndarray]) -> np.ndarray:
     for part in parts:
         spectrum *= sp_fft.rfft(part, nfft)
     # round-off is ~1e-16 of the peak: far below any level the gate tests at
-    return np.clip(sp_fft.irfft(spectrum, nfft)[:size], 0.0, None)
+    return np.asarray(np.clip(sp_fft.irfft(spectrum, nfft)[:size], 0.0, None), dtype=float)
 
 
 def _conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
