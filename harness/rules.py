@@ -150,9 +150,12 @@ def rule_regression(
     for cid in res.failing_critical:
         out.append(
             _r(
-                "critical_case_regressed",
+                # all-pass -> all-fail keeps the code reports have always read
+                "critical_case_broken" if cid in res.broken_cases else "critical_case_regressed",
                 "fail",
-                f"critical case {cid!r} dropped significantly: exact p = "
+                f"critical case {cid!r} "
+                + ("broke (all-pass → all-fail)" if cid in res.broken_cases else "dropped")
+                + " significantly: exact p = "
                 f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
                 f"{_NEXT}",
                 case_id=cid,

@@ -138,7 +138,7 @@ def test_critical_case_broken_fails_even_when_statistics_are_quiet() -> None:
     cand = dict(STEADY) | {"s05": "FFFFF"}
     policy = policy_with(critical_cases=("s05",))
     d = decide(policy, arm(cand), arm(STEADY), arm(STEADY))
-    assert d.verdict == "fail" and "critical_case_regressed" in codes(d, "fail")
+    assert d.verdict == "fail" and "critical_case_broken" in codes(d, "fail")
     via_case_file = decide(POLICY, arm(cand), arm(STEADY), arm(STEADY), critical_cases=["s05"])
     assert via_case_file.verdict == "fail"
 
