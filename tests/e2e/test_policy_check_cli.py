@@ -20,8 +20,9 @@ def example(tmp_path: Path) -> Path:
     """A copy of the bundled example project (cases, baseline, policy, releases)."""
     dest = tmp_path / "example"
     dest.mkdir()
-    for name in ("cases", "baselines", "orchestration"):
-        shutil.copytree(ROOT / name, dest / name)
+    for name in ("cases", "baselines", "orchestration", "env", "examples"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("harness.yaml", "policy.yaml"):
         shutil.copy(ROOT / name, dest / name)
     return dest
