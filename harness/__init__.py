@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "load_cases": "harness.cases.load",
     "load_policy": "harness.policy",
     "load_project": "harness.project",
+    "operating_characteristics": "harness.opchar",
     "pass_at_k": "harness.stats",
     "pass_hat_k": "harness.stats",
     "plan_run": "harness.run",
@@ -79,6 +80,7 @@ __all__ = [
     "load_cases",
     "load_policy",
     "load_project",
+    "operating_characteristics",
     "pass_at_k",
     "pass_hat_k",
     "plan_run",
@@ -103,6 +105,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.decision import decide_run
     from harness.errors import HarnessError
     from harness.gate import Decision, decide
+    from harness.opchar import operating_characteristics
     from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
     from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict

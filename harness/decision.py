@@ -17,6 +17,7 @@ from harness.baseline import load_baseline
 from harness.errors import ConfigError, InvalidRunError
 from harness.exitcodes import ExitCode, for_verdict
 from harness.gate import Decision, decide
+from harness.opchar import baseline_summary
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
 from harness.records import Arm, ReleaseRecord, ResultRecord, RunRecord
@@ -181,6 +182,7 @@ def decide_run(
     cand = _arm(trials, Arm.CANDIDATE, record.k, record.release, judgment)
     base = None
     stored_base = None
+    oc_line = None
     if record.baseline is not None:
         base = _arm(trials, Arm.BASELINE, record.k, record.baseline, judgment)
         bl = load_baseline(project.baselines_dir, record.baseline)
@@ -201,6 +203,13 @@ def decide_run(
         stored_base = _arm(
             same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
         )
+        # cache only: the simulation itself is `harness policy check`
+        oc_line = baseline_summary(project.store_dir, policy, bl, record.k)
+        if oc_line is None:
+            notes.append(
+                f"operating characteristics not computed: `harness policy check --baseline "
+                f"{record.baseline} --k {record.k}` tells whether this set can catch a drop"
+            )
     decision = decide(
         policy,
         cand,
@@ -209,6 +218,7 @@ def decide_run(
         run_valid=valid,
         invalid_reasons=invalid,
         critical_cases=record.critical_cases,
+        operating_characteristics=oc_line,
     )
     judged_trials: dict[str, list[RunRecord]] = {}
     for r in trials:

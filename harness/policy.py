@@ -26,6 +26,7 @@ from harness.digest import digest_bytes, digest_json, short
 from harness.errors import ConfigError
 
 __all__ = [
+    "AbsolutePolicy",
     "BaselinePolicy",
     "BootstrapPolicy",
     "BudgetPolicy",
@@ -65,13 +66,18 @@ class Thresholds(_Frozen):
     pass_hat_k_drop: _Magnitude = 0.10
     """A statistically significant drop in mean pass^k at least this large fails."""
     non_inferiority_margin: _Magnitude = 0.10
-    """Warn unless the one-sided lower bound of the pass-rate difference exceeds -margin."""
+    """Non-inferiority is shown when the one-sided lower bound of the pass-rate difference
+    exceeds -margin."""
+    non_inferiority: Literal["auto", "warn", "info"] = "auto"
+    """``warn``: warn whenever non-inferiority is not shown; ``info``: only report it;
+    ``auto``: warn only when the set is large enough for the bound to be informative
+    (its half-width is below half the margin), else report it as information."""
 
 
 class BudgetPolicy(_Frozen):
     """Case regression budget (all-pass in the baseline, not in the candidate)."""
 
-    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.95
+    confidence: Annotated[float, Field(gt=0.5, lt=1)] = 0.99
     """Budget = this quantile of the Poisson-binomial count of noise flips."""
     floor: Annotated[int, Field(ge=0)] = 0
     """Never a budget below this many cases."""
@@ -108,9 +114,11 @@ class BaselinePolicy(_Frozen):
     seed: int = 0
     """Seed of the sample of cases (``sample`` mode)."""
     drift_alpha: _Alpha = 0.01
-    """Family-wise level of the drift tests (aggregate + per case, Holm)."""
+    """Family-wise level of the two-sided drift tests (the within-case test and the
+    broken-case count, as in the regression rule)."""
     drift_tolerance: _Magnitude = 0.10
-    """Aggregate drift also needs |mean pass-rate difference| at least this large."""
+    """The within-case drift test also needs |mean pass-rate difference| at least this
+    large (more all-pass ↔ all-fail flips than chance allows block on their own)."""
 
     @model_validator(mode="after")
     def _sample_needs_size(self) -> BaselinePolicy:
@@ -144,6 +152,17 @@ class BootstrapPolicy(_Frozen):
     seed: int = 0
 
 
+class AbsolutePolicy(_Frozen):
+    """Rules on the candidate alone, applied with or without a baseline."""
+
+    min_pass_rate: _Fraction = 0.0
+    """Fail when the candidate's mean per-case pass rate is below this. Whatever this
+    says, a candidate with judged trials and not a single pass fails."""
+    critical_min_pass_rate: _Fraction = 0.0
+    """Fail when a critical case's pass rate is below this. Judged alone (no baseline), a
+    critical case that fails every trial fails the gate whatever this says."""
+
+
 class Policy(_Frozen):
     """A promotion policy: the rule, written down before anyone sees the result."""
 
@@ -152,11 +171,19 @@ class Policy(_Frozen):
     """The policy's own version; a changed policy is a new version."""
     description: str = ""
     alpha: _Alpha = 0.05
-    """Family-wise significance level of the regression tests (Holm over E1 and E2)."""
+    """Family-wise level of the regression tests that FAIL (the exact within-case test,
+    the broken-case count and each critical case's test; see harness.regression)."""
+    warn_alpha: _Alpha | None = None
+    """Family-wise level at which the same tests WARN (no magnitude condition); at least
+    ``alpha``. Unset: the larger of ``alpha`` and 0.10 (see :attr:`warn_level`)."""
+    critical_share: Annotated[float, Field(ge=0, lt=1)] = 0.5
+    """Share of each level given to the critical cases' tests (when any can reach it)."""
+    absolute: AbsolutePolicy = AbsolutePolicy()
     thresholds: Thresholds = Thresholds()
     regression_budget: BudgetPolicy = BudgetPolicy()
     critical_cases: tuple[str, ...] = ()
-    """Fail outright if broken (baseline all-pass, candidate all-fail) or without data."""
+    """Fail on a significant drop of the case (exact test, inside the family) or without
+    data."""
     required_cases: tuple[str, ...] = ()
     """Fail when any judged arm has no data for one of these."""
     infra_errors: InfraPolicy = InfraPolicy()
@@ -164,6 +191,17 @@ class Policy(_Frozen):
     baseline: BaselinePolicy = BaselinePolicy()
     flaky_reruns: FlakyRerunPolicy = FlakyRerunPolicy()
     bootstrap: BootstrapPolicy = BootstrapPolicy()
+
+    @property
+    def warn_level(self) -> float:
+        """The warning level in force: ``warn_alpha``, or max(alpha, 0.10) when unset."""
+        return self.warn_alpha if self.warn_alpha is not None else max(self.alpha, 0.10)
+
+    @model_validator(mode="after")
+    def _levels_ordered(self) -> Policy:
+        if self.warn_alpha is not None and self.warn_alpha < self.alpha:
+            raise ValueError("warn_alpha must be >= alpha (warnings are the looser level)")
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Policy:

@@ -14,13 +14,18 @@ Comparisons (candidate - baseline, so a negative difference is a drop):
 * **E1** — per-case paired difference in pass rate; mean, SE = sd(d)/sqrt(N), one-sided
   t test with N-1 degrees of freedom, a t interval, and a seeded paired bootstrap over
   cases as a cross-check.
-* **E2** — pass^k per case. When every compared case has exactly k judged trials in both
-  arms, pass^k is 0/1 and the discordant cases go to the exact one-sided McNemar
-  (binomial) test; otherwise the unbiased per-case estimates go through E1's machinery.
+* **E2** — pass^k per case. Cases with exactly k judged trials in both arms have a 0/1
+  pass^k and go to the exact one-sided McNemar (binomial) test, the others are listed in
+  ``excluded``; only when fewer than half the cases are 0/1 (e.g. flaky reruns gave many
+  cases more trials) do the unbiased estimates go through E1's machinery.
+
+E1 and E2 are information since gate rule 2: the gate's regression rule is the exact
+within-case family of :mod:`harness.regression`.
 * **Holm** across E1 and E2.
 * **Regression budget** — how many cases may flip from all-pass to not-all-pass by noise
-  alone: the Poisson-binomial distribution of ``q_i = p_i^k (1 - p_i^k)`` over the
-  baseline's per-case pass rates.
+  alone: the Poisson-binomial distribution of the flip risks of the cases all-pass in the
+  baseline, each shrunk towards the set's own empirical-Bayes Beta prior
+  (:func:`beta_prior`, :func:`flip_risk`) so that a case seen all-pass still carries risk.
 
 The drift test (a re-executed baseline against the stored one) lives in :mod:`harness.gate`.
 """
@@ -48,8 +53,10 @@ __all__ = [
     "MeanCI",
     "PairedTest",
     "RegressionBudget",
+    "beta_prior",
     "compare_arms",
     "fisher_less",
+    "flip_risk",
     "holm",
     "mcnemar_exact",
     "paired_test",
@@ -402,7 +409,8 @@ def paired_test(
     """Paired t test over cases on d = candidate - baseline, with a seeded bootstrap.
 
     SE = sd(d)/sqrt(N), N-1 degrees of freedom. When sd(d) is 0 the statistic is
-    degenerate: p is 0 if the mean is strictly in the direction of H1, else 1.
+    degenerate: p is the exact sign-flip p, ``2^-N`` (two-sided ``2^(1-N)``) if the mean
+    is strictly in the direction of H1, else 1.
     """
     if len(candidate) != len(baseline):
         raise ValueError("paired samples must have equal length")
@@ -433,8 +441,12 @@ def paired_test(
         else:
             p = float(min(1.0, 2 * sps.t.sf(abs(t_stat), df)))
     else:
+        # Every d is the same value: the t statistic is undefined. The exact sign-flip
+        # p-value is what is left: the observed signs are the most extreme of 2^n.
         t_stat = None
-        p = 0.0 if (mean < 0 if alternative == "less" else mean != 0) else 1.0
+        toward = mean < 0 if alternative == "less" else mean != 0
+        tail = 0.5**n if alternative == "less" else min(1.0, 2 * 0.5**n)
+        p = tail if toward else 1.0
     boot_low = boot_high = boot_p = None
     if bootstrap_resamples > 0:
         rng = np.random.Generator(np.random.PCG64(seed))
@@ -472,6 +484,55 @@ def poisson_binomial_pmf(q: Sequence[float]) -> tuple[float, ...]:
     return tuple(float(x) for x in pmf)
 
 
+JEFFREYS = (0.5, 0.5)
+
+
+def beta_prior(
+    passes: Sequence[int] | np.ndarray, trials: Sequence[int] | np.ndarray
+) -> tuple[float, float]:
+    """Empirical-Bayes Beta prior of the cases' pass probabilities (method of moments).
+
+    Fits a beta-binomial to the per-case counts: mean ``mu`` = pooled pass share,
+    intra-class correlation ``rho`` from the spread of the per-case rates beyond binomial
+    noise; ``a + b = 1/rho - 1``. Falls back to Jeffreys (1/2, 1/2) with fewer than three
+    cases, a pooled share of 0 or 1, or a fit that does not exist. The prior is clipped to
+    ``a + b >= 1`` (never more extreme than Jeffreys) and ``a + b <= 100``.
+    """
+    pa = np.asarray(passes, dtype=float)
+    ta = np.asarray(trials, dtype=float)
+    keep = ta > 0
+    pa, ta = pa[keep], ta[keep]
+    if pa.size < 3:
+        return JEFFREYS
+    mu = float(pa.sum() / ta.sum())
+    if not 0.0 < mu < 1.0:
+        return JEFFREYS
+    n = float(ta.mean())
+    if n < 2:
+        return JEFFREYS
+    v = float(np.var(pa / ta, ddof=1))
+    rho = (v / (mu * (1 - mu)) - 1 / n) / (1 - 1 / n)
+    size = 1 / min(max(rho, 1 / 101), 0.5) - 1  # a + b in [1, 100]
+    return mu * size, (1 - mu) * size
+
+
+def flip_risk(passes: int, trials: int, k: int, prior: tuple[float, float] = JEFFREYS) -> float:
+    """P(a case seen ``passes`` of ``trials`` does not pass all of its next k trials).
+
+    Shrunk, not plugged in: the case's pass probability gets the posterior
+    Beta(a + passes, b + fails) of ``prior`` (Jeffreys by default, or the set's own
+    :func:`beta_prior`), and the risk is ``1 - E[p^k]`` under it,
+    ``1 - prod_{j<k} (A + j) / (A + B + j)``. A case seen all-pass 5 times still carries
+    a risk of about 0.28 for k = 5 under Jeffreys (the plug-in rate 1.0 said 0).
+    """
+    _check_counts(trials, passes, k)
+    a, b = passes + prior[0], trials - passes + prior[1]
+    prod = 1.0
+    for j in range(k):
+        prod *= (a + j) / (a + b + j)
+    return 1.0 - prod
+
+
 class RegressionBudget(_Frozen):
     """How many all-pass → not-all-pass flips noise alone explains, and how many occurred."""
 
@@ -479,25 +540,31 @@ class RegressionBudget(_Frozen):
     confidence: float
     floor: int
     expected: float
-    """Sum of q_i = p_i^k (1 - p_i^k) over the baseline's per-case pass rates."""
+    """Sum of the flip risks of the cases that were all-pass in the baseline."""
     budget: int
     """max(floor, smallest r with P(X <= r) >= confidence)."""
     observed: int
     tail_p: float
     """P(X >= observed) under the Poisson-binomial."""
     over: bool
+    at_risk: int = 0
+    """Cases all-pass in the baseline (the ones that can flip)."""
 
 
 def regression_budget(
-    baseline_rates: Sequence[float],
+    risks: Sequence[float],
     k: int,
     observed: int,
     *,
     confidence: float = 0.95,
     floor: int = 0,
 ) -> RegressionBudget:
-    """Regression budget from baseline per-case pass rates (Poisson-binomial)."""
-    q = [p**k * (1 - p**k) for p in baseline_rates]
+    """Regression budget from per-case flip risks (see :func:`flip_risk`): Poisson-binomial.
+
+    ``risks`` holds one probability per case that was all-pass in the baseline: the
+    chance that noise alone makes it not all-pass in the candidate.
+    """
+    q = list(risks)
     pmf = poisson_binomial_pmf(q)
     cdf = np.cumsum(pmf)
     quantile = int(np.searchsorted(cdf, confidence - 1e-12))
@@ -505,7 +572,7 @@ def regression_budget(
     tail = float(min(1.0, sum(pmf[observed:]))) if observed <= len(q) else 0.0
     return RegressionBudget(
         k=k, confidence=confidence, floor=floor, expected=float(sum(q)), budget=budget,
-        observed=observed, tail_p=tail, over=observed > budget,
+        observed=observed, tail_p=tail, over=observed > budget, at_risk=len(q),
     )  # fmt: skip
 
 
@@ -600,8 +667,14 @@ def compare_arms(
         name="E1", metric="pass_rate", ci_level=level,
         bootstrap_resamples=bootstrap_resamples, seed=seed,
     )  # fmt: skip
-    exact = bool(compared) and all(cs[c].n == k and bs[c].n == k for c in compared)
     usable = [c for c in compared if cs[c].pass_hat_k is not None and bs[c].pass_hat_k is not None]
+    # pass^k is 0/1 for a case with exactly k judged trials (or none / all passing): the
+    # exact McNemar test applies to those cases whatever happened to the others (an
+    # unrelated infra error must not switch the method).
+    binary = [c for c in usable if {cs[c].pass_hat_k, bs[c].pass_hat_k} <= {0.0, 1.0}]
+    exact = bool(binary) and len(binary) * 2 >= len(usable)
+    if exact:
+        usable = binary
     excluded = tuple(c for c in compared if c not in usable)
     e2 = paired_test(
         [cs[c].pass_hat_k or 0.0 for c in usable], [bs[c].pass_hat_k or 0.0 for c in usable],
@@ -646,15 +719,17 @@ def compare_arms(
             p_diagnostic=diag.get(cid),
         ))  # fmt: skip
     regressions = tuple(r.case_id for r in rows if r.regression)
-    rates = [bs[c].pass_rate or 0.0 for c in compared]
+    seen = {c: bs[c] for c in compared}
     if budget_baseline is not None:
-        pooled = [summarize_case(budget_baseline.cases.get(c, ()), k, c).pass_rate
-                  for c in compared]  # fmt: skip
-        rates = [p if p is not None else r for p, r in zip(pooled, rates, strict=True)]
+        for cid in compared:
+            pooled = summarize_case(budget_baseline.cases.get(cid, ()), k, cid)
+            seen[cid] = pooled if pooled.n >= bs[cid].n else bs[cid]
+    prior = beta_prior([s.passes for s in seen.values()], [s.n for s in seen.values()])
+    risks = [flip_risk(seen[c].passes, seen[c].n, k, prior)
+             for c in compared if bs[c].label == "stable_pass"]  # fmt: skip
     budget = regression_budget(
-        rates, k, len(regressions),
-        confidence=budget_confidence, floor=budget_floor,
-    )  # fmt: skip
+        risks, k, len(regressions), confidence=budget_confidence, floor=budget_floor
+    )
     return Comparison(
         k=k, alpha=alpha, compared=tuple(compared), only_candidate=only_c,
         only_baseline=only_b, neither=neither, e1=e1, e2=e2, rows=tuple(rows),

@@ -259,6 +259,7 @@ def test_harness_yaml_releases_point_at_real_cases() -> None:
         "candidate",
         "candidate-single-attempt",
         "mini-swe-agent",  # a real agent through the gateway (tests/e2e/test_mini_swe_agent.py)
+        "candidate-regressed",  # the release the gate must FAIL (issue 11)
     }
     mini = project_file.releases["mini-swe-agent"]
     assert mini.upstream is not None and mini.agent.environment is not None

@@ -24,6 +24,7 @@ from harness.records import (
 from harness.stats import (
     ArmData,
     compare_arms,
+    flip_risk,
     holm,
     mcnemar_exact,
     paired_test,
@@ -255,8 +256,12 @@ def test_paired_t_matches_scipy() -> None:
 def test_paired_t_degenerate_and_tiny_samples() -> None:
     same = paired_test([1.0, 0.5, 0.0], [1.0, 0.5, 0.0])
     assert (same.mean_diff, same.p_value, same.t_stat) == (0.0, 1.0, None)
-    shifted = paired_test([0.5, 0.5], [1.0, 1.0])
-    assert shifted.p_value == 0.0  # constant drop: degenerate but unambiguous
+    # issue 11: a constant drop (PPPPP -> PPPPF on two cases) is degenerate for t; the
+    # exact sign-flip p is 1/4, never 0
+    shifted = paired_test([0.8, 0.8], [1.0, 1.0])
+    assert shifted.p_value == 0.25
+    assert paired_test([0.8, 0.8], [1.0, 1.0], alternative="two-sided").p_value == 0.5
+    assert paired_test([1.0, 1.0], [0.8, 0.8]).p_value == 1.0
     one = paired_test([0.0], [1.0])
     assert (one.method, one.p_value, one.ci_low, one.mean_diff) == ("none", None, None, -1.0)
 
@@ -301,17 +306,32 @@ def test_poisson_binomial_equal_probabilities_is_binomial(n: int, q: float) -> N
 
 
 def test_regression_budget_hand_values() -> None:
-    # p = 0.5^(1/5) per case gives p^5 = 0.5, q = 0.25; 12 cases -> Binomial(12, 0.25)
-    rates = [0.5 ** (1 / 5)] * 12
-    b = regression_budget(rates, 5, observed=6, confidence=0.95)
-    assert b.expected == pytest.approx(3.0)
+    # risk 0.25 per all-pass case, 12 cases -> Binomial(12, 0.25)
+    b = regression_budget([0.25] * 12, 5, observed=6, confidence=0.95)
+    assert b.expected == pytest.approx(3.0) and b.at_risk == 12
     assert b.budget == int(sps.binom.ppf(0.95, 12, 0.25)) == 6
     assert not b.over
     assert b.tail_p == pytest.approx(sps.binom.sf(5, 12, 0.25))
-    assert regression_budget(rates, 5, observed=7).over
-    stable = regression_budget([1.0, 1.0, 0.0], 5, observed=1)
-    assert (stable.expected, stable.budget, stable.over) == (0.0, 0, True)
-    assert regression_budget([1.0], 5, observed=1, floor=2).over is False
+    assert regression_budget([0.25] * 12, 5, observed=7).over
+    assert regression_budget([], 5, observed=1).over
+    assert regression_budget([0.0], 5, observed=1, floor=2).over is False
+
+
+def test_flip_risk_is_the_jeffreys_posterior_moment() -> None:
+    # 1 - E[p^k], p ~ Beta(passes + 1/2, fails + 1/2): checked by numeric integration
+    for passes, trials, k in [(5, 5, 5), (10, 10, 5), (3, 5, 5), (0, 5, 3), (7, 9, 10)]:
+        post = sps.beta(passes + 0.5, trials - passes + 0.5)
+        expected = 1 - post.expect(lambda p, k=k: p**k)
+        assert flip_risk(passes, trials, k) == pytest.approx(expected, rel=1e-9)
+    # issue 11: a case seen all-pass still carries risk (the plug-in rate 1.0 said 0)
+    assert flip_risk(5, 5, 5) == pytest.approx(0.284, abs=1e-3)
+
+
+def test_budget_counts_flip_risk_of_all_pass_cases() -> None:
+    base = {f"s{i}": "PPPPP" for i in range(30)}
+    comp = compare_arms(_arm(base | {"s0": "PPPPF"}), _arm(base), bootstrap_resamples=0)
+    assert comp.budget.at_risk == 30 and comp.budget.expected > 5
+    assert not comp.budget.over  # one flip among 30 all-pass cases is noise
 
 
 # ------------------------------------------------------------------ comparison
@@ -335,14 +355,24 @@ def test_e2_uses_exact_mcnemar_when_every_case_has_k_trials() -> None:
     assert comp.improvements == ("i0",)
 
 
-def test_e2_falls_back_to_unbiased_estimates_with_other_trial_counts() -> None:
-    base = {"a": "PPPPPPP", "b": "PPPPP", "c": "PPIPP", "d": "PFPPP"}
-    cand = {"a": "PPPPPFP", "b": "PPFPP", "c": "PPPPP", "d": "PPPPP"}
+def test_one_infra_error_does_not_switch_e2_away_from_exact_mcnemar() -> None:
+    # issue 11: one unrelated infra error switched E2 to a paired t on 0/1 values
+    base = {f"r{i}": "PPPPP" for i in range(9)} | {"other": "PPPPP"}
+    cand = {f"r{i}": "PPFPP" for i in range(9)} | {"other": "PPIPP"}
+    comp = compare_arms(_arm(cand), _arm(base), bootstrap_resamples=0)
+    assert comp.e2.method == "mcnemar_exact"
+    assert comp.e2.excluded == ("other",)
+    assert comp.e2.p_value == pytest.approx(sps.binomtest(9, 9, 0.5, alternative="greater").pvalue)
+
+
+def test_e2_falls_back_to_unbiased_estimates_when_most_counts_differ() -> None:
+    base = {"a": "PPPPPPP", "b": "PPPPPPP", "c": "PPIPP", "d": "PFPPP"}
+    cand = {"a": "PPPPPFP", "b": "PPPFPPP", "c": "PPPPP", "d": "PPPPP"}
     comp = compare_arms(_arm(cand), _arm(base), bootstrap_resamples=0)
     assert comp.e2.method == "paired_t"
     assert comp.e2.excluded == ("c",)  # baseline has 4 judged trials < k
     assert comp.e2.n_cases == 3
-    assert comp.e2.mean_candidate == pytest.approx((pass_hat_k(7, 6, 5) + 0 + 1) / 3)
+    assert comp.e2.mean_candidate == pytest.approx((pass_hat_k(7, 6, 5) * 2 + 1) / 3)
     assert comp.e1.n_cases == 4  # c still counts for the pass rate
 
 

@@ -40,7 +40,8 @@ def test_overclaiming_bad_release_fails_every_trial_despite_its_claims(project):
     claims = [t["attempts"][0]["claim"]["claimed_success"] for t in shown["trials"]]
     assert all(claims)
     assert {t["verdict"]["outcome"] for t in shown["trials"]} == {"fail"}
-    assert done.returncode == 0  # no baseline: the candidate alone is judged; nothing blocks
+    # no baseline: the candidate alone is judged, and a 0 % pass rate never exits 0
+    assert done.returncode == 1 and "not one of the candidate's" in done.stdout
 
 
 def test_unknown_release_is_a_usage_error_without_traceback(project):

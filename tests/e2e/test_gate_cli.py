@@ -90,7 +90,8 @@ def test_gate_refuses_when_the_stored_baseline_was_replaced(project):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = json.loads(harness(project, "show", "--json").stdout)["release"]["run_id"]
-    assert harness(project, "run", "--release", "bad", "--k", "1", "--no-report").returncode == 0
+    # judged alone, a release that passes nothing fails (issue 11), but its run is stored
+    assert harness(project, "run", "--release", "bad", "--k", "1", "--no-report").returncode == 1
     assert (
         harness(project, "baseline", "promote", "latest", "--name", "prod", "--force").returncode
         == 0

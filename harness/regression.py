@@ -1,0 +1,203 @@
+"""The regression rule on per-case counts: one family of exact tests (pure, fast).
+
+:func:`regression_rule` is the statistical heart of the gate, shared by
+:func:`harness.gate.decide`, ``harness policy check`` (:mod:`harness.opchar`) and the
+decision-quality bench, so that what is measured is what runs. Its input is, per case,
+the candidate's passes ``c`` of ``n`` judged trials and the reference baseline's ``b`` of
+``m``, and which cases are critical. The family, under one family-wise level:
+
+* ``within`` — :func:`harness.exact.within_case_test` (any drop, spread-out or not);
+* ``broken`` — :func:`harness.exact.broken_count_test` (all-pass → all-fail cases);
+* ``critical:<id>`` — for each critical case, its one-sided Fisher exact test.
+
+The level is split by :func:`harness.exact.allocate_alpha`: the set-level tests share
+``1 - critical_share`` of it (``within`` 4/5, ``broken`` 1/5), the critical cases share
+the rest equally; a test that cannot reach significance given the case totals gives its
+share to the others (so critical cases that passed every trial in both arms cost nothing),
+and a test that rejects passes its share on to the tests left (weighted Holm step-down).
+
+* **fail**: a set-level test rejects at ``alpha`` *and* the observed drop is material
+  (mean pass-rate drop >= ``pass_rate_drop``, or mean pass^k drop >= ``pass_hat_k_drop``,
+  or at least one case went all-pass → all-fail); or a critical case's test rejects at
+  ``alpha``.
+* **warn**: any test of the family rejects at the looser ``warn_alpha`` (no magnitude
+  condition), and it is not a fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+from scipy.special import comb
+
+from harness.exact import (
+    AlphaShare,
+    BrokenCountTest,
+    WithinCaseTest,
+    allocate_alpha,
+    broken_count_test,
+    case_min_p,
+    case_p_less,
+    within_case_test,
+)
+
+__all__ = ["RuleResult", "pass_hat_k_array", "regression_rule"]
+
+_EPS = 1e-12
+WITHIN_WEIGHT = 0.8
+"""Share of the set-level level for the within-case test (the broken count gets the rest)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class RuleResult(_Frozen):
+    """What :func:`regression_rule` found, with every number it used."""
+
+    outcome: Literal["pass", "warn", "fail"]
+    within: WithinCaseTest
+    broken: BrokenCountTest
+    critical_p: dict[str, float]
+    """Critical case id → its one-sided Fisher exact p."""
+    fail_shares: tuple[AlphaShare, ...]
+    """The family-wise ``alpha`` split over the tests (first step)."""
+    warn_shares: tuple[AlphaShare, ...]
+    """The family-wise ``warn_alpha`` split over the tests (first step)."""
+    rejected_fail: tuple[str, ...]
+    """Tests significant at ``alpha``: at their share, or at a larger one passed on by a
+    test rejected before them (weighted Holm step-down)."""
+    rejected_warn: tuple[str, ...]
+    """Tests significant at their ``warn_alpha`` share."""
+    mean_drop: float | None
+    """Mean over cases of reference pass rate − candidate pass rate (positive = worse)."""
+    mean_hat_drop: float | None
+    """Mean over cases (with n, m >= k) of the drop in unbiased pass^k."""
+    broken_cases: tuple[str, ...]
+    """Reference all-pass, candidate all-fail."""
+    material: bool
+    """The observed drop meets the policy's magnitude, or a case broke."""
+    failing_critical: tuple[str, ...]
+    """Critical cases whose drop is significant at ``alpha``."""
+
+
+def pass_hat_k_array(c: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
+    """Unbiased pass^k per case, ``C(c,k)/C(n,k)``; NaN where ``n < k`` (vectorised)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.asarray(comb(c, k) / comb(n, k), dtype=float)
+    out[n < k] = np.nan
+    return out
+
+
+def regression_rule(
+    case_ids: Sequence[str],
+    c: Sequence[int] | np.ndarray,
+    n: Sequence[int] | np.ndarray,
+    b: Sequence[int] | np.ndarray,
+    m: Sequence[int] | np.ndarray,
+    *,
+    k: int,
+    critical: Sequence[str] = (),
+    alpha: float = 0.05,
+    warn_alpha: float = 0.10,
+    critical_share: float = 0.5,
+    pass_rate_drop: float = 0.05,
+    pass_hat_k_drop: float = 0.10,
+) -> RuleResult:
+    """Apply the regression rule to per-case counts (one entry per compared case)."""
+    ca, na, ba, ma = (np.asarray(x, dtype=np.int64) for x in (c, n, b, m))
+    within = within_case_test(ca, na, ba, ma)
+    broken = broken_count_test(ca, na, ba, ma)
+    index = {cid: i for i, cid in enumerate(case_ids)}
+    crit = [cid for cid in sorted(set(critical)) if cid in index]
+    crit_p: dict[str, float] = {}
+    crit_min: dict[str, float] = {}
+    for cid in crit:
+        i = index[cid]
+        ci, ni, bi, mi = int(ca[i]), int(na[i]), int(ba[i]), int(ma[i])
+        crit_p[cid] = case_p_less(ci, ni, bi, mi)
+        crit_min[cid] = case_min_p(ni, mi, ci + bi)
+
+    pvals = {"within": within.p_value, "broken": broken.p_value}
+    pvals |= {f"critical:{cid}": p for cid, p in crit_p.items()}
+
+    def family(level: float, done: set[str]) -> tuple[AlphaShare, ...]:
+        def keep(name: str, weight: float) -> float:
+            return 0.0 if name in done else weight
+
+        return allocate_alpha(
+            level,
+            [
+                (
+                    "set",
+                    1.0 - critical_share,
+                    [
+                        ("within", keep("within", WITHIN_WEIGHT), within.min_p),
+                        ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken.min_p),
+                    ],
+                ),
+                (
+                    "critical",
+                    critical_share,
+                    [
+                        (f"critical:{cid}", keep(f"critical:{cid}", 1.0), crit_min[cid])
+                        for cid in crit
+                    ],
+                ),
+            ],
+        )
+
+    def step_down(level: float) -> tuple[tuple[AlphaShare, ...], tuple[str, ...]]:
+        # weighted Holm: a rejected test passes its share on to the others, until no
+        # further test rejects (strong family-wise control at `level`)
+        rejected: list[str] = []
+        first: tuple[AlphaShare, ...] | None = None
+        while True:
+            shares = family(level, set(rejected))
+            first = first or shares
+            new = [s.name for s in shares if s.share > 0 and pvals[s.name] <= s.share]
+            if not new:
+                return first, tuple(rejected)
+            rejected += new
+
+    fail_shares, rej_fail = step_down(alpha)
+    warn_shares, rej_warn = step_down(warn_alpha)
+
+    rate_drop = (ba / np.maximum(ma, 1) - ca / np.maximum(na, 1)) if ca.size else np.zeros(0)
+    mean_drop = float(rate_drop.mean()) if ca.size else None
+    hats = pass_hat_k_array(ba, ma, k) - pass_hat_k_array(ca, na, k)
+    hats = hats[~np.isnan(hats)]
+    mean_hat = float(hats.mean()) if hats.size else None
+    broken_ids = tuple(
+        case_ids[int(i)] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
+    )
+    material = (
+        bool(broken_ids)
+        or (mean_drop is not None and mean_drop >= pass_rate_drop - _EPS)
+        or (mean_hat is not None and mean_hat >= pass_hat_k_drop - _EPS)
+    )
+    failing_critical = tuple(
+        sorted(name.split(":", 1)[1] for name in rej_fail if name.startswith("critical:"))
+    )
+    set_fail = any(name in ("within", "broken") for name in rej_fail) and material
+    outcome: Literal["pass", "warn", "fail"] = (
+        "fail" if set_fail or failing_critical else "warn" if rej_warn else "pass"
+    )
+    return RuleResult(
+        outcome=outcome,
+        within=within,
+        broken=broken,
+        critical_p=crit_p,
+        fail_shares=fail_shares,
+        warn_shares=warn_shares,
+        rejected_fail=rej_fail,
+        rejected_warn=rej_warn,
+        mean_drop=mean_drop,
+        mean_hat_drop=mean_hat,
+        broken_cases=broken_ids,
+        material=material,
+        failing_critical=failing_critical,
+    )

@@ -1,0 +1,282 @@
+"""The gate's rules on a comparison: regression family, budget, non-inferiority (pure).
+
+Each rule returns its :class:`Reason` objects; :func:`harness.gate.decide` combines them
+with the run-level rules. :data:`GATE_RULE_VERSION` names this rule set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from harness.policy import Policy
+from harness.regression import RuleResult, regression_rule
+from harness.stats import Comparison
+
+__all__ = [
+    "GATE_RULE_VERSION",
+    "Reason",
+    "Severity",
+    "evaluate_rule",
+    "regressed_cases",
+    "rule_budget",
+    "rule_non_inferiority",
+    "rule_regression",
+]
+
+GATE_RULE_VERSION = 2
+"""Version of the decision rule: 2 = exact within-case family (harness 0.2)."""
+
+Severity = Literal["info", "warn", "fail", "blocked"]
+_EPS = 1e-12
+_SHOWN = 8
+"""Cases named in one message at most (the data carries all of them)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Reason(_Frozen):
+    """One reason behind a verdict, as data."""
+
+    code: str
+    """Stable machine-readable code, e.g. ``regression``."""
+    severity: Severity
+    message: str
+    data: dict[str, Any] = {}
+
+
+def _r(code: str, severity: Severity, message: str, **data: Any) -> Reason:
+    return Reason(code=code, severity=severity, message=message, data=data)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3f}"
+
+
+def _names(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_SHOWN])
+    return shown + (f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")
+
+
+def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
+    rows = [r for r in comp.rows if r.compared and r.candidate and r.baseline]
+    ids = [r.case_id for r in rows]
+    arrays = tuple(
+        np.array(v, dtype=np.int64)
+        for v in (
+            [r.candidate.passes for r in rows if r.candidate],
+            [r.candidate.n for r in rows if r.candidate],
+            [r.baseline.passes for r in rows if r.baseline],
+            [r.baseline.n for r in rows if r.baseline],
+        )
+    )
+    return ids, arrays
+
+
+def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
+    """Run the regression family of :mod:`harness.regression` on a comparison's counts."""
+    ids, (c, n, b, m) = _rule_inputs(comp)
+    th = policy.thresholds
+    return regression_rule(
+        ids,
+        c,
+        n,
+        b,
+        m,
+        k=comp.k,
+        critical=critical,
+        alpha=policy.alpha,
+        warn_alpha=policy.warn_level,
+        critical_share=policy.critical_share,
+        pass_rate_drop=th.pass_rate_drop,
+        pass_hat_k_drop=th.pass_hat_k_drop,
+    )
+
+
+def regressed_cases(comp: Comparison, critical: Sequence[str]) -> list[str]:
+    """Cases that did worse than in the baseline: critical first, then by evidence."""
+    rows = [r for r in comp.rows if r.compared and (r.delta_pass_rate or 0.0) < 0]
+    rows.sort(
+        key=lambda r: (
+            r.case_id not in critical,
+            not r.broken,
+            r.p_diagnostic if r.p_diagnostic is not None else 1.0,
+            r.delta_pass_rate or 0.0,
+            r.case_id,
+        )
+    )
+    return [r.case_id for r in rows]
+
+
+_NEXT = (
+    "next: open these cases' failing trials in the report (Evidence), compare with the "
+    "baseline's, and re-run them with `--case` if an environment problem is suspected"
+)
+
+
+def rule_regression(
+    policy: Policy, comp: Comparison, critical: Sequence[str]
+) -> tuple[RuleResult, list[Reason]]:
+    """Apply the exact within-case family: fail, warn or an explaining info reason."""
+    res = evaluate_rule(policy, comp, critical)
+    cases = regressed_cases(comp, critical)
+    shares = {s.name: s.share for s in res.fail_shares}
+    data: dict[str, Any] = {
+        "p_within": res.within.p_value,
+        "p_broken": res.broken.p_value,
+        "critical_p": res.critical_p,
+        "shares": shares,
+        "alpha": policy.alpha,
+        "warn_alpha": policy.warn_level,
+        "mean_drop": res.mean_drop,
+        "mean_pass_hat_k_drop": res.mean_hat_drop,
+        "broken": list(res.broken_cases),
+        "cases": cases,
+        "n_cases": res.within.n_cases,
+        "rule_version": GATE_RULE_VERSION,
+    }
+    what = (
+        f"mean pass-rate drop {_fmt(res.mean_drop)}, pass^{comp.k} drop "
+        f"{_fmt(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
+        f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
+        f"{res.broken.p_value:.3g}"
+    )
+    out: list[Reason] = []
+    for cid in res.failing_critical:
+        out.append(
+            _r(
+                # all-pass -> all-fail keeps the code reports have always read
+                "critical_case_broken" if cid in res.broken_cases else "critical_case_regressed",
+                "fail",
+                f"critical case {cid!r} "
+                + ("broke (all-pass → all-fail)" if cid in res.broken_cases else "dropped")
+                + " significantly: exact p = "
+                f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
+                f"{_NEXT}",
+                case_id=cid,
+                **data,
+            )
+        )
+    named = f"; look at {_names(cases)}" if cases else ""
+    set_rejected = [t for t in res.rejected_fail if t in ("within", "broken")]
+    if set_rejected and res.material:
+        out.append(
+            _r(
+                "regression",
+                "fail",
+                f"significant and material regression ({what}; family-wise α = "
+                f"{policy.alpha}){named}; {_NEXT}",
+                tests=set_rejected,
+                **data,
+            )
+        )
+    elif res.outcome == "fail":
+        pass  # a critical case failed it; the set-level tests said nothing more
+    elif res.rejected_warn or set_rejected:
+        why = (
+            "significant but below the policy's magnitude "
+            f"({policy.thresholds.pass_rate_drop:.3f} pass rate / "
+            f"{policy.thresholds.pass_hat_k_drop:.3f} pass^k)"
+            if set_rejected
+            else f"significant at the warning level α = {policy.warn_level}"
+        )
+        out.append(
+            _r(
+                "possible_regression",
+                "warn",
+                f"possible regression: {why} ({what}){named}; {_NEXT}",
+                tests=list(res.rejected_warn),
+                **data,
+            )
+        )
+    else:
+        out.append(
+            _r(
+                "no_significant_regression",
+                "info",
+                f"no significant regression ({what})"
+                + (f"; cases that did worse, within noise: {_names(cases)}" if cases else ""),
+                **data,
+            )
+        )
+    return res, out
+
+
+def rule_budget(comp: Comparison) -> list[Reason]:
+    """All-pass → not-all-pass flips against what shrunk noise explains (warn if over)."""
+    b = comp.budget
+    regs = list(comp.regressions)
+    if b.over:
+        return [
+            _r(
+                "regressions_over_budget",
+                "warn",
+                f"{b.observed} case(s) no longer pass every trial ({_names(regs)}), more than "
+                f"the {b.budget} that noise explains at {b.confidence:.0%} (expected "
+                f"{b.expected:.2f} of {b.at_risk} all-pass cases; P(X ≥ {b.observed}) = "
+                f"{b.tail_p:.3g}); look at their failing trials",
+                cases=regs,
+                **b.model_dump(),
+            )
+        ]
+    if regs:
+        return [
+            _r(
+                "regressions_within_budget",
+                "info",
+                f"{b.observed} case regression(s) (all-pass → not all-pass): {_names(regs)}; "
+                f"within the budget of {b.budget} that noise alone would produce "
+                f"(expected {b.expected:.2f})",
+                cases=regs,
+                **b.model_dump(),
+            )
+        ]
+    return []
+
+
+def rule_non_inferiority(policy: Policy, comp: Comparison) -> list[Reason]:
+    """Non-inferiority of the pass rate: a warning only where the set can show it."""
+    th = policy.thresholds
+    margin, low, high = th.non_inferiority_margin, comp.e1.ci_low, comp.e1.ci_high
+    data = {"lower_bound": low, "margin": margin, "n_cases": comp.e1.n_cases}
+    if low is not None and low > -margin + _EPS:
+        return [
+            _r(
+                "non_inferiority_shown",
+                "info",
+                f"pass rate non-inferior: lower bound {_fmt(low)} > -{margin:.3f}",
+                **data,
+            )
+        ]
+    half = None if low is None or high is None else (high - low) / 2
+    # large enough: an equal candidate would show non-inferiority with room to spare
+    informative = half is not None and half < margin / 2
+    severity: Severity = (
+        "warn"
+        if th.non_inferiority == "warn" or (th.non_inferiority == "auto" and informative)
+        else "info"
+    )
+    small = (
+        ""
+        if informative
+        else (
+            f"; the set is too small to show it (bound half-width "
+            f"{'n/a' if half is None else f'{half:.3f}'} ≥ margin / 2): information only"
+        )
+    )
+    return [
+        _r(
+            "non_inferiority_not_shown",
+            severity,
+            f"non-inferiority of the pass rate not shown: one-sided {1 - policy.alpha:.0%} "
+            f"lower bound {_fmt(low)} is not above -{margin:.3f} (n = {comp.e1.n_cases} "
+            f"cases){small}",
+            half_width=half,
+            **data,
+        )
+    ]
