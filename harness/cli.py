@@ -226,6 +226,7 @@ class _RunView:
 
     def note(self, message: str) -> None:
         err.print(message, highlight=False)
+
     def started(self, plan: Any, run_id: str, done_before: int) -> None:
         err.print(
             f"run [bold]{run_id}[/] · release {self._release} · system "
