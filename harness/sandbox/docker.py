@@ -80,6 +80,8 @@ from harness.sandbox.base import (
     Termination,
     session_env,
 )
+from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK  # noqa: F401  (tests)
+from harness.sandbox.classify import Evidence, classify
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -97,13 +99,6 @@ __all__ = [
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
-_ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
-_EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
-    rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
-    rb"BlockingIOError: \[Errno 11\] Resource temporarily unavailable|"
-    rb"(pthread_create|clone)[^\n]*Resource temporarily unavailable",
-    re.I,
-)
 _NOT_FOUND = re.compile(
     r"executable file not found|no such file or directory|"
     r"permission denied",
@@ -727,25 +722,22 @@ class DockerSession:
         stderr: bytes,
     ) -> tuple[Termination, Bound | None]:
         c = self._contract
-        if oom and (code != 0 or we_killed):
-            return Termination.MEMORY, Bound(kind=Termination.MEMORY, limit=c.memory_mb)
-        if we_killed:
-            if pids_at_kill is not None and pids_at_kill >= c.pids - 1:
-                return Termination.PIDS, Bound(
-                    kind=Termination.PIDS, limit=c.pids, observed=pids_at_kill
-                )
-            return Termination.WALL_CLOCK, Bound(
-                kind=Termination.WALL_CLOCK, limit=limit_s, observed=round(duration, 3)
+        return classify(
+            Evidence(
+                exit_code=code,
+                signal=None if we_killed else sig,
+                killed="wall_clock" if we_killed else None,
+                oom=oom,
+                pids_observed=pids_at_kill,
+                stderr=stderr,
+                duration_s=duration,
+                timeout_s=limit_s,
+                cpu_seconds=c.cpu_seconds,
+                memory_mb=c.memory_mb,
+                pids=c.pids,
+                disk_mb=c.disk_mb,
             )
-        if code == 0:
-            return Termination.EXIT, None
-        if c.cpu_seconds is not None and sig in (signal.SIGXCPU, signal.SIGKILL):
-            return Termination.CPU, Bound(kind=Termination.CPU, limit=c.cpu_seconds)
-        if c.disk_mb is not None and (sig == signal.SIGXFSZ or _ENOSPC.search(stderr)):
-            return Termination.DISK, Bound(kind=Termination.DISK, limit=c.disk_mb)
-        if _EAGAIN_FORK.search(stderr):
-            return Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids)
-        return (Termination.SIGNAL if sig is not None else Termination.EXIT), None
+        )
 
     def _check_external_kill(self, ctr: Any, since: float) -> None:
         """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
