@@ -202,6 +202,9 @@ class AttemptRecord(_Frozen):
     """Feedback package handed to this attempt (attempt 2 onwards)."""
     tampering: tuple[str, ...] = ()
     """Evidence of the agent touching what it should not (overwritten, ignored)."""
+    left_out: tuple[str, ...] = ()
+    """Files the agent added under protected test paths (its own tests), left out of the
+    verifier's tree: noted, not tampering."""
     infra_retries: int = 0
     model: ModelUsage | None = None
     """Model calls measured by the gateway (agents with an upstream)."""

@@ -49,6 +49,7 @@ from harness.records import (
 from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
+from harness.vtree import VerificationTree, build_verification_tree, guard_env, guard_files
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
 __all__ = [
@@ -300,35 +301,21 @@ def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
     return contract if image is None else contract.model_copy(update={"image": image})
 
 
-def _stage_hidden(ctx: _Context, candidate_dir: Path, stage: Path) -> list[str]:
-    """Copy hidden files into ``stage``; report candidate files they overwrite."""
-    notes: list[str] = []
-    stage.mkdir(parents=True, exist_ok=True)
-    for hidden in ctx.lc.case.verifier.hidden:
-        src = ctx.lc.path(hidden.src)
-        dest = stage / hidden.dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(src, dest)
-        theirs = candidate_dir / hidden.dest
-        if theirs.exists() or theirs.is_symlink():
-            if theirs.is_file() and src.is_file() and theirs.read_bytes() == src.read_bytes():
-                continue
-            notes.append(
-                f"candidate has {hidden.dest} (a hidden path); overwritten by the case's file"
-            )
-    return notes
-
-
 def _verifier_phase(
     ctx: _Context, attempt: int, candidate_dir: Path
-) -> tuple[PhaseRecord, Verdict, list[str]]:
+) -> tuple[PhaseRecord, Verdict, VerificationTree]:
+    """Verify the verifier-owned tree built from ``candidate_dir`` (see :mod:`harness.vtree`)."""
     case = ctx.lc.case
-    tampering: list[str] = []
-    stage = ctx.tmp / f"hidden-{attempt}"
-    tampering += _stage_hidden(ctx, candidate_dir, stage)
+    tree = ctx.tmp / f"verify-{attempt}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    vt = build_verification_tree(
+        ctx.lc,
+        ctx.start_dir,
+        candidate_dir,
+        tree,
+        artifacts=[rule.path for rule in case.verifier.artifacts],
+    )
     with ctx.sandbox.open(
         _with_image(case.contract.verifier, ctx.spec.image),
         label=_label(ctx, "verifier", attempt),
@@ -337,22 +324,21 @@ def _verifier_phase(
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
-        v.put_tree(candidate_dir)
+        v.put_tree(tree)
         ws = v.paths.workspace
-        for rule in case.verifier.artifacts:
-            if (candidate_dir / rule.path).exists():
-                tampering.append(
-                    f"candidate shipped required artifact {rule.path}; removed before verifying"
-                )
-                v.remove(f"{ws}/{rule.path}")
-        v.put_tree(stage)
-        res = v.exec(case.verifier.command, timeout=case.contract.verifier.timeout_seconds)
+        for name, data in guard_files().items():
+            v.write_file(f"{v.paths.io}/{name}", data)
+        res = v.exec(
+            case.verifier.command,
+            env=guard_env(v.paths.io),
+            timeout=case.contract.verifier.timeout_seconds,
+        )
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
             for rule in case.verifier.artifacts
         }
         record = _phase_record("verifier", res, v, ctx.blobs)
-    return record, judge_verifier(res, case.verifier, artifacts), tampering
+    return record, judge_verifier(res, case.verifier, artifacts), vt
 
 
 def verify_tree(
@@ -401,7 +387,9 @@ def verify_tree_phase(
         image=image,
     )
     with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
-        ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
+        start = Path(tmp) / "start"  # protected paths are restored from the real start
+        materialize(lc, start)
+        ctx = _Context(spec, lc, sandbox, Path(tmp), start, {}, _Blobs())
         record, verdict, _ = _verifier_phase(ctx, 1, tree)
         return record, verdict
 
@@ -500,8 +488,8 @@ def _one_attempt(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
         )
     if verdict is None:
-        ver_rec, verdict, tampering = _verifier_phase(ctx, n, cand_dir)
-        fields.update(verifier=ver_rec, tampering=tuple(tampering))
+        ver_rec, verdict, vt = _verifier_phase(ctx, n, cand_dir)
+        fields.update(verifier=ver_rec, tampering=tuple(vt.tampering), left_out=tuple(vt.left_out))
     fields["verdict"] = verdict
     return AttemptRecord.model_validate(fields), cand_dir
 
