@@ -64,6 +64,8 @@ class FailureType(str, enum.Enum):
     MEMORY = "memory"
     PIDS = "pids"
     DISK = "disk"
+    FILES = "files"
+    """The candidate tree holds more files and folders than its contract allows."""
     AGENT_ERROR = "agent_error"
     BUDGET_EXCEEDED = "budget_exceeded"
     ABSTAINED = "abstained"

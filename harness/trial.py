@@ -30,7 +30,13 @@ from harness.cases.model import PhaseContract
 from harness.digest import tree_manifest
 from harness.env.model import BuiltEnv
 from harness.env.plan import check_envs, phase_view
-from harness.errors import BudgetExceededError, EvaluatorError, HarnessError, InfraError
+from harness.errors import (
+    BudgetExceededError,
+    CandidateTooLarge,
+    EvaluatorError,
+    HarnessError,
+    InfraError,
+)
 from harness.excerpt import select_excerpt
 from harness.gateway import Session, active_gateway
 from harness.project import AGENT_DIR, AgentSpec, Release
@@ -180,8 +186,8 @@ def _label(ctx: _Context, phase: str, attempt: int) -> str:
 
 def _agent_phase(
     ctx: _Context, attempt: int, base: Path, feedback: bytes | None, out: Path
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
-    """Run the agent on ``base``; leave the candidate tree in ``out``."""
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    """Run the agent on ``base``; leave the candidate tree in ``out`` (unless over bounds)."""
     case = ctx.lc.case
     if ctx.spec.release.agent.adapter == "replay":
         if ctx.spec.replay_tarball is None:
@@ -189,7 +195,7 @@ def _agent_phase(
                 "replay: the recorded run has no candidate for this case and trial index"
             )
         extract_tree(ctx.spec.replay_tarball, out)
-        return None, None, None
+        return None, None, None, None
     contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
     session = _gateway_session(ctx, attempt)
@@ -239,7 +245,8 @@ def _run_agent(
     contract: PhaseContract,
     timeout: float,
     session: Session | None,
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    case = ctx.lc.case
     with ctx.sandbox.open(
         contract,
         label=_label(ctx, "agent", attempt),
@@ -272,10 +279,29 @@ def _run_agent(
             env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
         res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
-        s.get_tree(out)
+        overflow = None
+        try:
+            s.get_tree(
+                out,
+                max_files=case.contract.candidate_files,
+                max_bytes=case.contract.candidate_mb << 20,
+            )
+        except CandidateTooLarge as exc:
+            overflow = exc
         record = _phase_record("agent", res, s, ctx.blobs)
         ctx.partial.setdefault(attempt, {})["agent"] = record
-        return record, res, result_file
+        return record, res, result_file, overflow
+
+
+def _too_large(exc: CandidateTooLarge) -> Verdict:
+    kind = FailureType.FILES if exc.kind == "files" else FailureType.DISK
+    detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
+    return Verdict(
+        outcome=Outcome.FAIL,
+        failure_type=kind,
+        reason=f"candidate: {exc}",
+        checks=(CheckResult(name="candidate.size", ok=False, detail=detail),),
+    )
 
 
 def _agent_view(ctx: _Context, session: Session | None) -> SealedView | None:
@@ -464,8 +490,11 @@ def _one_attempt(
     cand_dir = ctx.tmp / f"candidate-{n}"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)
-    agent_rec, agent_res, result_file = _agent_phase(ctx, n, base, feedback, cand_dir)
+    agent_rec, agent_res, result_file, overflow = _agent_phase(ctx, n, base, feedback, cand_dir)
     claim = parse_agent_result(result_file)
+    if overflow is not None:  # nothing more is done for it: no copy, digest or verifier
+        rec = AttemptRecord(attempt=n, agent=agent_rec, claim=claim, verdict=_too_large(overflow))
+        return rec, None
     cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
     fields: dict[str, object] = {
         "attempt": n,
@@ -598,7 +627,9 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 ):
                     stop = "identical_failure"
                     break
-                assert cand_dir is not None
+                if cand_dir is None:  # over its bounds: nothing to build feedback from
+                    stop = "candidate_too_large"
+                    break
                 try:
                     feedback = build_feedback(ctx, rec, cand_dir)
                 except Exception as exc:

@@ -38,8 +38,15 @@ from pathlib import Path
 from harness.cases.load import LoadedCase
 from harness.cases.model import DEFAULT_PROTECTED
 from harness.errors import EvaluatorError
+from harness.workspace import display_path as display
 
-__all__ = ["VerificationTree", "build_verification_tree", "display", "glob_regex"]
+__all__ = [
+    "VerificationTree",
+    "build_verification_tree",
+    "glob_regex",
+    "guard_env",
+    "guard_files",
+]
 
 _RUNNER_MODULES = frozenset(
     {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli"}
@@ -49,7 +56,7 @@ _SHADOWABLE = _RUNNER_MODULES | frozenset(sys.stdlib_module_names)
 _MODULE_SUFFIX = re.compile(r"\.(py|pyc|pyo|pyd|so)$|\.cpython-[^/]*\.so$|\.abi3\.so$")
 _CONFIG = {"pyproject.toml", "setup.cfg", "tox.ini"}
 _RUNNER_CONTROL = re.compile(
-    r"(^|/)(conftest\.py|pytest\.ini|sitecustomize\.py|usercustomize\.py|[^/]*\.pth)$"
+    r"(^|/)(conftest\.py|pytest\.ini|sitecustomize\.py|usercustomize\.py|__init__\.py|[^/]*\.pth)$"
     r"|(^|/)[^/]*\.(dist|egg)-info(/|$)"
 )
 _INTERNALS = re.compile(
@@ -67,13 +74,6 @@ class VerificationTree:
     escaping symlinks, shipped artifacts, runner internals touched by its code."""
     left_out: list[str] = field(default_factory=list)
     """Files the candidate added under protected test paths: left out, noted, not flagged."""
-
-
-def display(rel: str) -> str:
-    """Show a relative path as text safe for records and reports (odd bytes escaped)."""
-    raw = os.fsencode(rel)
-    text = raw.decode("utf-8", "backslashreplace")
-    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 import shutil
 import tarfile
 import zipfile
@@ -22,7 +23,15 @@ from harness.cases.model import ArchiveRepo, FolderRepo, GitRepo
 from harness.digest import digest_json, tree_manifest
 from harness.errors import CaseError, InfraError
 
-__all__ = ["Candidate", "extract_tree", "materialize", "pack_tree", "snapshot", "unified_diff"]
+__all__ = [
+    "Candidate",
+    "display_path",
+    "extract_tree",
+    "materialize",
+    "pack_tree",
+    "snapshot",
+    "unified_diff",
+]
 
 _MAX_DIFF_FILE = 1 << 20
 
@@ -121,6 +130,12 @@ def _text(path: Path) -> list[str] | None:
         return None
 
 
+def display_path(rel: str) -> str:
+    """Show a path for a diff header: one line of text, odd bytes and newlines escaped."""
+    text = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
 def unified_diff(
     before: Path, after: Path, old: dict[str, str], new: dict[str, str]
 ) -> tuple[bytes, dict[str, int]]:
@@ -134,13 +149,13 @@ def unified_diff(
         a = _text(before / rel) if rel in old else []
         b = _text(after / rel) if rel in new else []
         if a is None or b is None:
-            out.append(f"Binary or large file {rel} differs\n")
+            out.append(f"Binary or large file {display_path(rel)} differs\n")
             continue
         for line in difflib.unified_diff(
             a,
             b,
-            fromfile=f"a/{rel}" if rel in old else "/dev/null",
-            tofile=f"b/{rel}" if rel in new else "/dev/null",
+            fromfile=f"a/{display_path(rel)}" if rel in old else "/dev/null",
+            tofile=f"b/{display_path(rel)}" if rel in new else "/dev/null",
         ):
             if not line.endswith("\n"):
                 line += "\n\\ No newline at end of file\n"

@@ -15,8 +15,11 @@ import stat
 import tarfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from harness.sandbox._treebound import TreeCounter
 
 
 class _Capture:
@@ -112,17 +115,45 @@ def _pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
     return buf.getvalue()
 
 
-def _unpack_tree(data: bytes, dest: Path) -> None:
-    """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        members = []
-        for m in tar.getmembers():
+class _StreamReader(io.RawIOBase):
+    """A file object over the engine's chunk iterator (read once, front to back)."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._it, self._buf = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            try:
+                self._buf = next(self._it)
+            except StopIteration:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n], self._buf = self._buf[:n], self._buf[n:]
+        return n
+
+
+def _unpack_tree(
+    data: bytes | Iterable[bytes], dest: Path, counter: TreeCounter | None = None
+) -> None:
+    """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component.
+
+    Read as a stream; ``counter`` sees every member before it is written, so an archive
+    over its bound stops there (names are kept as bytes, odd ones included).
+    """
+    chunks = [data] if isinstance(data, bytes) else data
+    reader = io.BufferedReader(_StreamReader(chunks), 1 << 20)
+    with tarfile.open(fileobj=reader, mode="r|") as tar:
+        for m in tar:
             parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
             if not parts or not (m.isreg() or m.isdir() or m.issym()):
                 continue
+            if counter is not None:
+                counter.add(m.size if m.isreg() else 0)
             m.name = str(PurePosixPath(*parts))
-            members.append(m)
-        tar.extractall(dest, members=members, filter=_extract_filter)
+            tar.extract(m, dest, set_attrs=not m.isdir(), filter=_extract_filter)
 
 
 def _first_file(data: bytes, limit: int | None) -> bytes | None:

@@ -72,6 +72,7 @@ from harness.sandbox._docker_engine import _created as _created  # tests import 
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
 from harness.sandbox._docker_sdk import docker, requests
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
+from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
     Bound,
     ExecResult,
@@ -493,14 +494,25 @@ class DockerSession:
                     f"docker: {what}: engine refused the archive", reason="transfer_failed"
                 )
 
-    def get_tree(self, dest: Path) -> None:
-        """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``."""
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
+        """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``.
+
+        The archive is read as a stream and counted member by member: a candidate over
+        ``max_files`` or ``max_bytes`` raises ``CandidateTooLarge`` after reading no more
+        than the bound.
+        """
         self._holder_alive("get_tree")
         dest.mkdir(parents=True, exist_ok=True)
         with _engine("get_tree", "transfer_failed"):
-            stream, _ = self._holder.get_archive(_WS)
-            data = b"".join(stream)
-        _unpack_tree(data, dest)
+            stream, _ = self._holder.get_archive(_WS, chunk_size=1 << 20)
+            try:
+                _unpack_tree(stream, dest, TreeCounter(max_files, max_bytes))
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write ``data`` at absolute ``path`` under the workspace or io folder."""

@@ -54,6 +54,7 @@ from harness.sandbox._host import (
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._treebound import check_host_tree
 from harness.sandbox._view import _check_view, _system_binds
 from harness.sandbox.base import (
     SYSTEM_PATH,
@@ -184,15 +185,19 @@ class LocalSession:
                 f"local sandbox {self.label}: could not copy {src} into {target}: {exc}"
             ) from exc
 
-    def get_tree(self, dest: Path) -> None:
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
         """Copy the workspace out to ``dest`` (symlinks copied as links, never followed).
 
         Fifos, sockets and device nodes cannot be part of a tree snapshot and are skipped.
 
         Raises:
             SandboxUnavailableError: the copy failed.
+            CandidateTooLarge: the workspace is over ``max_files`` or ``max_bytes``.
 
         """
+        check_host_tree(self._paths.workspace, max_files, max_bytes)
 
         def ignore(d: str, names: list[str]) -> set[str]:
             skip = set()
