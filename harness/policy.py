@@ -164,6 +164,9 @@ class Policy(_Frozen):
     baseline: BaselinePolicy = BaselinePolicy()
     flaky_reruns: FlakyRerunPolicy = FlakyRerunPolicy()
     bootstrap: BootstrapPolicy = BootstrapPolicy()
+    tampering: Literal["note", "fail"] = "note"
+    """``fail``: a trial whose candidate tampered with the verifier's tree counts as a fail
+    even when the restored tree passed; ``note``: it is recorded and shown only."""
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Policy:

@@ -66,6 +66,8 @@ class FailureType(str, enum.Enum):
     DISK = "disk"
     FILES = "files"
     """The candidate tree holds more files and folders than its contract allows."""
+    TAMPERING = "tampering"
+    """The candidate changed what the verifier owns, and the policy counts that as a fail."""
     AGENT_ERROR = "agent_error"
     BUDGET_EXCEEDED = "budget_exceeded"
     ABSTAINED = "abstained"

@@ -153,6 +153,10 @@ def _project(root: Path, releases: dict[str, str], case: dict | None = None) -> 
     return root
 
 
+def _listing(folder: Path) -> dict[str, float]:
+    return {p.name: p.lstat().st_mtime for p in folder.iterdir()}
+
+
 def _run(root: Path, release: str, backend: str) -> dict:
     done = harness(
         root, "run", "--release", release, "--k", "1", "--backend", backend, "--no-report"
@@ -200,15 +204,13 @@ def test_honest_agents_pass_unflagged(project, backend, release):
 
 @pytest.mark.parametrize("release", sorted(set(ATTACKS) - HONEST))
 def test_attacks_fail_with_tampering_recorded(project, backend, release):
-    var_tmp = set(os.listdir("/var/tmp"))
+    var_tmp = _listing(Path("/var/tmp"))
     hidden = project / "cases" / "calc" / "hidden"
-    before = sorted(os.listdir(hidden))
+    before = _listing(hidden)
     t = _run(project, release, backend)
-    assert sorted(os.listdir(hidden)) == before, "the harness wrote into the case folder"
-    assert set(os.listdir("/var/tmp")) - var_tmp == set() or not any(
-        "hidden" in n for n in set(os.listdir("/var/tmp")) - var_tmp
-    ), "the harness wrote hidden tests into the host's /var/tmp"
-    assert not (Path("/var/tmp") / "test_hidden_add.py").exists()
+    assert _listing(hidden) == before, "the harness wrote into the case folder"
+    changed = {n for n, m in _listing(Path("/var/tmp")).items() if var_tmp.get(n) != m}
+    assert "test_hidden_add.py" not in changed, "the harness wrote into the host's /var/tmp"
     (attempt,) = t["attempts"]
     if release == "import_time_runner_patch":
         # In-process patching of the runner cannot be undone from outside; it is flagged
