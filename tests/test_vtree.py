@@ -152,7 +152,13 @@ def test_policy_can_count_tampering_as_a_fail() -> None:
 
     rec = RunRecord.model_validate(
         {
-            "key": {"arm": "candidate", "release": "r", "case_id": "c", "case_version": 1, "trial": 0},
+            "key": {
+                "arm": "candidate",
+                "release": "r",
+                "case_id": "c",
+                "case_version": 1,
+                "trial": 0,
+            },
             "case_digest": "d",
             "system_digest": "s",
             "backend": "local",
@@ -166,5 +172,6 @@ def test_policy_can_count_tampering_as_a_fail() -> None:
         }
     )
     assert tampering_fails(rec).outcome is Outcome.FAIL
-    clean = rec.model_copy(update={"attempts": (rec.attempts[0].model_copy(update={"tampering": ()}),)})
+    untouched = rec.attempts[0].model_copy(update={"tampering": ()})
+    clean = rec.model_copy(update={"attempts": (untouched,)})
     assert tampering_fails(clean).outcome is Outcome.PASS
