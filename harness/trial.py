@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -52,10 +53,11 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
+from harness.runner_guard import CANARY_LOG, check_canary, guard_env, guard_files, new_nonce
 from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
-from harness.vtree import VerificationTree, build_verification_tree, guard_env, guard_files
+from harness.vtree import VerificationTree, build_verification_tree
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
 __all__ = [
@@ -354,17 +356,35 @@ def _verifier_phase(
         ws = v.paths.workspace
         for name, data in guard_files().items():
             v.write_file(f"{v.paths.io}/{name}", data)
+        nonce = new_nonce()
         res = v.exec(
             case.verifier.command,
-            env=guard_env(v.paths.io),
+            env=guard_env(v.paths.io, nonce),
             timeout=case.contract.verifier.timeout_seconds,
         )
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
             for rule in case.verifier.artifacts
         }
+        log = v.read_file(f"{v.paths.io}/{CANARY_LOG}", limit=1 << 20) or b""
         record = _phase_record("verifier", res, v, ctx.blobs)
-    return record, judge_verifier(res, case.verifier, artifacts), vt
+    guarded = {line.strip() for line in log.decode(errors="replace").splitlines()}
+    canary: list[str] = []
+    for rule in case.verifier.artifacts:
+        if rule.rule == "junit":
+            seen = os.path.normpath(f"{ws}/{rule.path}") in guarded
+            artifacts[rule.path], problem = check_canary(artifacts[rule.path], nonce, guarded=seen)
+            canary += [f"{rule.path}: {problem}"] if problem else []
+    verdict = judge_verifier(res, case.verifier, artifacts)
+    if canary:
+        vt.tampering.extend(canary)
+        verdict = Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.TAMPERING,
+            reason=f"verifier: {canary[0]}",
+            checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
+        )
+    return record, verdict, vt
 
 
 def verify_tree(

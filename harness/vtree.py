@@ -44,8 +44,6 @@ __all__ = [
     "VerificationTree",
     "build_verification_tree",
     "glob_regex",
-    "guard_env",
-    "guard_files",
 ]
 
 _RUNNER_MODULES = frozenset(
@@ -394,42 +392,3 @@ def _scan_internals(
             vt.tampering.append(
                 f"{display(rel)}: candidate code touches the test runner's internals ({names})"
             )
-
-
-# ---------------------------------------------------------------------------- interpreter
-
-GUARD_DIR = "pyguard"
-"""Folder in the verifier's io dir holding the interpreter guard (never in the tree)."""
-
-_SITECUSTOMIZE = b'''\
-"""harness: the verifier's Python imports from its workspace last, never first.
-
-PYTHONSAFEPATH keeps the current folder and the script's folder off the front of
-sys.path, so a workspace `pytest/`, `_pytest/` or `json.py` cannot stand in for the runner
-or the standard library; they are appended at the end so the project stays importable.
-"""
-import os
-import sys
-
-_extra = [os.getcwd()]
-if sys.argv and sys.argv[0].endswith(".py"):
-    _extra.append(os.path.dirname(os.path.abspath(sys.argv[0])))
-for _p in _extra:
-    if _p not in sys.path:
-        sys.path.append(_p)
-'''
-
-
-def guard_files() -> dict[str, bytes]:
-    """Return the files of the interpreter guard, relative to the verifier's io dir."""
-    return {f"{GUARD_DIR}/sitecustomize.py": _SITECUSTOMIZE}
-
-
-def guard_env(io_dir: str) -> dict[str, str]:
-    """Return the variables that isolate the verifier's interpreter from its workspace."""
-    return {
-        "PYTHONSAFEPATH": "1",
-        "PYTHONPATH": f"{io_dir}/{GUARD_DIR}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTEST_ADDOPTS": "-p no:cacheprovider",
-    }
