@@ -15,12 +15,25 @@
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+from collections import Counter
+from dataclasses import dataclass
 
 from harness.junit import JUnitError, parse_junit
 
-__all__ = ["CANARY_LOG", "GUARD_DIR", "check_canary", "guard_env", "guard_files", "new_nonce"]
+__all__ = [
+    "CANARY_LOG",
+    "GUARD_DIR",
+    "GuardedRun",
+    "check_canary",
+    "cross_check",
+    "guard_env",
+    "guard_files",
+    "guarded_runs",
+    "new_nonce",
+]
 
 GUARD_DIR = "pyguard"
 """Folder in the verifier's io dir holding the guard (never part of the tree)."""
@@ -41,7 +54,9 @@ for _p in _extra:
 
 _PLUGIN = b'''\
 """harness canary: one test that must fail in every pytest run that writes a JUnit report."""
+import json
 import os
+import sys
 
 import pytest
 
@@ -62,10 +77,34 @@ class _Canary(pytest.Item):
 
 def pytest_configure(config):
     xml = getattr(config.option, "xmlpath", None)
-    config._harness_canary = bool(xml) and not getattr(config.option, "collectonly", False)
+    collect = getattr(config.option, "collectonly", False)
+    config._harness_canary = bool(xml) and not collect
+    config._harness_collect = os.environ.get("HARNESS_COLLECT_OUT") if collect else None
     if config._harness_canary:
+        entry = {
+            "junit": os.path.abspath(xml),
+            "dir": str(config.invocation_params.dir),
+            "args": [str(a) for a in config.invocation_params.args],
+            "python": sys.executable,
+        }
         with open(_LOG, "a") as fh:
-            fh.write(os.path.abspath(xml) + "\\n")
+            fh.write(json.dumps(entry) + "\\n")
+
+
+def pytest_collection_finish(session):
+    out = getattr(session.config, "_harness_collect", None)
+    if out:
+        from _pytest.junitxml import mangle_test_address
+
+        prefix = getattr(session.config.option, "junitprefix", None)
+        ids = []
+        for item in session.items:
+            names = mangle_test_address(item.nodeid)
+            if prefix:
+                names[0] = prefix + "." + names[0]
+            ids.append(".".join(names[:-1]) + "::" + names[-1] if len(names) > 1 else names[0])
+        with open(out, "w") as fh:
+            json.dump(ids, fh)
 
 
 @pytest.hookimpl(trylast=True)
@@ -81,6 +120,72 @@ def pytest_sessionfinish(session, exitstatus):
         if session.testsfailed == 1:
             session.exitstatus = 0
 '''
+
+
+@dataclass(frozen=True)
+class GuardedRun:
+    """One pytest run the plugin armed, as it logged itself before importing any test."""
+
+    junit: str
+    dir: str
+    args: tuple[str, ...]
+    python: str
+
+    def collect_argv(self) -> list[str]:
+        """Return the same run as ``--collect-only`` (no report written, no canary)."""
+        args, skip = [], False
+        for a in self.args:
+            if skip:
+                skip = False
+            elif a in ("--junitxml", "--junit-xml"):
+                skip = True
+            elif not a.startswith(("--junitxml=", "--junit-xml=")):
+                args.append(a)
+        return [self.python, "-m", "pytest", *args, "--collect-only", "-q"]
+
+
+def guarded_runs(log: bytes) -> list[GuardedRun]:
+    """Parse the plugin's log (unparsable lines are ignored: they only weaken the check)."""
+    runs = []
+    for line in log.decode(errors="replace").splitlines():
+        try:
+            d = json.loads(line)
+            runs.append(GuardedRun(d["junit"], d["dir"], tuple(d["args"]), d["python"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return runs
+
+
+def cross_check(data: bytes | None, collected: list[str]) -> str | None:
+    """Compare a (canary-stripped) JUnit report with a separate collection of its suite.
+
+    Only differences that could make a run look better count: a passing test the runner
+    never collected (fabricated), or collected tests missing from a report without any
+    failure or error (dropped). A run stopped early by ``-x`` reports failures and fewer
+    tests: not tampering.
+    """
+    if data is None:
+        return None
+    try:
+        report = parse_junit(data)
+    except JUnitError:
+        return None
+    want = Counter(collected)
+    got = Counter(c.id for c in report.cases)
+    made_up = [c.id for c in report.cases if c.status == "passed" and c.id not in want]
+    if made_up:
+        return (
+            f"the report has {len(made_up)} passing test(s) a separate collection does not "
+            f"know (e.g. {made_up[0]}): the candidate tampered with the test runner"
+        )
+    missing = want - got
+    if missing and report.failures == 0 and report.errors == 0:
+        first = next(iter(missing))
+        return (
+            f"{sum(missing.values())} collected test(s) are missing from a green report "
+            f"(e.g. {first}): the candidate tampered with the test runner"
+        )
+    return None
 
 
 def new_nonce() -> str:

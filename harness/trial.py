@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -27,7 +27,7 @@ from typing import Literal
 from harness import __version__
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
-from harness.cases.model import PhaseContract
+from harness.cases.model import ArtifactRule, PhaseContract
 from harness.digest import tree_manifest
 from harness.env.model import BuiltEnv
 from harness.env.plan import check_envs, phase_view
@@ -53,7 +53,16 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.runner_guard import CANARY_LOG, check_canary, guard_env, guard_files, new_nonce
+from harness.runner_guard import (
+    CANARY_LOG,
+    GuardedRun,
+    check_canary,
+    cross_check,
+    guard_env,
+    guard_files,
+    guarded_runs,
+    new_nonce,
+)
 from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
@@ -357,24 +366,14 @@ def _verifier_phase(
         for name, data in guard_files().items():
             v.write_file(f"{v.paths.io}/{name}", data)
         nonce = new_nonce()
-        res = v.exec(
-            case.verifier.command,
-            env=guard_env(v.paths.io, nonce),
-            timeout=case.contract.verifier.timeout_seconds,
-        )
+        timeout = case.contract.verifier.timeout_seconds
+        res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
             for rule in case.verifier.artifacts
         }
-        log = v.read_file(f"{v.paths.io}/{CANARY_LOG}", limit=1 << 20) or b""
+        canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
         record = _phase_record("verifier", res, v, ctx.blobs)
-    guarded = {line.strip() for line in log.decode(errors="replace").splitlines()}
-    canary: list[str] = []
-    for rule in case.verifier.artifacts:
-        if rule.rule == "junit":
-            seen = os.path.normpath(f"{ws}/{rule.path}") in guarded
-            artifacts[rule.path], problem = check_canary(artifacts[rule.path], nonce, guarded=seen)
-            canary += [f"{rule.path}: {problem}"] if problem else []
     verdict = judge_verifier(res, case.verifier, artifacts)
     if canary:
         vt.tampering.extend(canary)
@@ -385,6 +384,54 @@ def _verifier_phase(
             checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
         )
     return record, verdict, vt
+
+
+def _runner_checks(
+    v: SandboxSession,
+    rules: Sequence[ArtifactRule],
+    artifacts: dict[str, bytes | None],
+    nonce: str,
+    timeout: float,
+) -> list[str]:
+    """Check each JUnit artifact's canary and cross-check it with a separate collection.
+
+    Strips the canary from ``artifacts`` in place; returns the problems (tampering).
+    """
+    ws, io = v.paths.workspace, v.paths.io
+    log = v.read_file(f"{io}/{CANARY_LOG}", limit=1 << 20) or b""
+    runs = {os.path.normpath(r.junit): r for r in guarded_runs(log)}
+    problems: list[str] = []
+    for i, rule in enumerate(r for r in rules if r.rule == "junit"):
+        run = runs.get(os.path.normpath(f"{ws}/{rule.path}"))
+        data, problem = check_canary(artifacts[rule.path], nonce, guarded=run is not None)
+        artifacts[rule.path] = data
+        if problem is None and run is not None and data is not None:
+            problem = _collect_and_compare(v, run, data, i, nonce, timeout)
+        if problem is not None:
+            problems.append(f"{rule.path}: {problem}")
+    return problems
+
+
+def _collect_and_compare(
+    v: SandboxSession, run: GuardedRun, data: bytes, i: int, nonce: str, timeout: float
+) -> str | None:
+    ws, io = v.paths.workspace, v.paths.io
+    if os.path.normpath(run.dir) != ws and not run.dir.startswith(ws + "/"):
+        return None  # a run outside the workspace (a verifier's own copy): not re-collected
+    out = f"{io}/collect-{i}.json"
+    env = {**guard_env(io, nonce), "HARNESS_COLLECT_OUT": out}
+    done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
+    raw = v.read_file(out, limit=16 << 20)
+    try:
+        collected = json.loads(raw) if raw is not None else None
+    except ValueError:
+        collected = None
+    if not isinstance(collected, list):
+        return (
+            "a separate collection of the suite produced no test list "
+            f"(exit {done.exit_code}): cannot confirm the report"
+        )
+    return cross_check(data, [str(x) for x in collected])
 
 
 def verify_tree(

@@ -29,6 +29,7 @@ def ev(**kw: object) -> Evidence:
         (ev(killed="wall_clock", pids_events=3), Termination.PIDS),
         (ev(killed="wall_clock", pids_observed=63), Termination.PIDS),  # engine count at kill
         (ev(killed="wall_clock", pids_observed=12), Termination.WALL_CLOCK),
+        (ev(killed="wall_clock", stderr=b"sh: 1: Cannot fork\n"), Termination.PIDS),
         (ev(killed="cpu", cpu_seconds=2.0), Termination.CPU),
         (ev(signal=signal.SIGXCPU, cpu_seconds=2.0), Termination.CPU),
         (ev(signal=9, cpu_seconds=2.0, cpu_s=1.99), Termination.CPU),

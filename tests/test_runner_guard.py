@@ -75,3 +75,29 @@ def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
     assert check_canary(junit, "n", guarded=False) == (junit, None)
     assert check_canary(junit, "n", guarded=True)[1] is not None
     assert check_canary(None, "n", guarded=True) == (None, None)
+
+
+def test_cross_check_flags_only_what_makes_a_run_look_better() -> None:
+    from harness.runner_guard import cross_check
+
+    def doc(*cases: tuple[str, str]) -> bytes:
+        body = "".join(
+            f'<testcase classname="t.m" name="{n}">'
+            + ("<failure/>" if s == "f" else "")
+            + "</testcase>"
+            for n, s in cases
+        )
+        return f"<testsuite>{body}</testsuite>".encode()
+
+    collected = ["t.m::a", "t.m::b"]
+    assert cross_check(doc(("a", "p"), ("b", "p")), collected) is None
+    assert cross_check(doc(("a", "f")), collected) is None  # stopped early (-x): honest
+    assert "missing" in (cross_check(doc(("a", "p")), collected) or "")
+    assert "does not" in (cross_check(doc(("a", "p"), ("b", "p"), ("z", "p")), collected) or "")
+
+
+def test_collect_argv_drops_the_report() -> None:
+    from harness.runner_guard import GuardedRun
+
+    run = GuardedRun("j", "/w", ("-q", "--junitxml", "r.xml", "--junit-xml=x", "tests"), "py")
+    assert run.collect_argv() == ["py", "-m", "pytest", "-q", "tests", "--collect-only", "-q"]

@@ -91,9 +91,11 @@ def _cpu(e: Evidence) -> bool:
 
 def _pids_at_deadline(e: Evidence) -> bool:
     # A fork bomb never exits by itself: at the deadline the pids controller has refused
-    # forks, or the engine counts the processes at the limit (one short: the init).
+    # forks, the engine counts the processes at the limit (one short: the init), or (no
+    # pids events, as on cgroup v1) the shell or Python reported the kernel's EAGAIN.
     at_limit = e.pids_observed is not None and e.pids_observed >= e.pids - 1
-    return e.killed == "wall_clock" and (e.pids_events > 0 or at_limit)
+    refused = e.pids_events > 0 or bool(EAGAIN_FORK.search(e.stderr))
+    return e.killed == "wall_clock" and (refused or at_limit)
 
 
 def _wall_clock(e: Evidence) -> bool:

@@ -208,11 +208,6 @@ def test_attacks_fail_with_tampering_recorded(project, backend, release):
     changed = {n for n, m in _listing(Path("/var/tmp")).items() if var_tmp.get(n) != m}
     assert "test_hidden_add.py" not in changed, "the harness wrote into the host's /var/tmp"
     (attempt,) = t["attempts"]
-    if release == "import_time_runner_patch":
-        # In-process patching of the runner cannot be undone from outside; it is flagged
-        # (and a policy with `tampering: fail` turns it into a fail at the gate).
-        assert any("test runner's internals" in x for x in attempt["tampering"]), attempt
-        return
     assert t["verdict"]["outcome"] == "fail", (release, t["verdict"])
     assert attempt["tampering"], (release, attempt)
 
@@ -251,7 +246,8 @@ def test_a_huge_candidate_fails_quickly_on_the_files_bound(tmp_path, backend):
     ("body", "term"),
     [
         ("import subprocess\nsubprocess.run(['sh', '-c', ':(){ :|:& };:'])\n", "pids"),
-        ("f = open('big', 'wb')\nwhile True:\n    f.write(b'x' * (1 << 20))\n", "disk"),
+        # a sparse write past RLIMIT_FSIZE: EFBIG (Python ignores SIGXFSZ), disk not full
+        ("f = open('big', 'wb')\nf.seek(64 << 20)\nf.write(b'x')\nf.close()\n", "disk"),
     ],
     ids=["fork_bomb", "disk_fill"],
 )  # fmt: skip
