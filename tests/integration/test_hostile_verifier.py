@@ -242,10 +242,15 @@ def test_a_huge_candidate_fails_quickly_on_the_files_bound(tmp_path, backend):
     assert stored < 10 << 20, stored
 
 
+FORK_BOMB = (
+    "import subprocess, time\nsubprocess.Popen(['sh', '-c', ':(){ :|:& };:'])\ntime.sleep(120)\n"
+)
+
+
 @pytest.mark.parametrize(
     ("body", "term"),
     [
-        ("import subprocess\nsubprocess.run(['sh', '-c', ':(){ :|:& };:'])\n", "pids"),
+        (FORK_BOMB, "pids"),
         # a sparse write past RLIMIT_FSIZE: EFBIG (Python ignores SIGXFSZ), disk not full
         ("f = open('big', 'wb')\nf.seek(64 << 20)\nf.write(b'x')\nf.close()\n", "disk"),
     ],
