@@ -243,7 +243,7 @@ def test_a_huge_candidate_fails_quickly_on_the_files_bound(tmp_path, backend):
 
 
 FORK_BOMB = (
-    "import subprocess, time\nsubprocess.Popen(['sh', '-c', ':(){ :|:& };:'])\ntime.sleep(120)\n"
+    "import subprocess, time\nsubprocess.Popen(['sh', '-c', 'b(){ b|b& };b'])\ntime.sleep(120)\n"
 )
 
 
