@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.junit import parse_junit
-from harness.runner_guard import CANARY_LOG, check_canary, guard_env, guard_files
+from harness.runner_guard import CANARY_LOG, check_canary, guard_env, guard_files, guarded_runs
 
 PATCH_OUTCOMES = (
     "import _pytest.reports as _r\n_init = _r.TestReport.__init__\n"
@@ -37,8 +37,8 @@ def _run(tmp_path: Path, lib: str, extra: dict[str, str] | None = None):
     argv = [sys.executable, "-m", "pytest", "-q", "--junitxml=reports/junit.xml", "tests"]
     done = subprocess.run(argv, cwd=ws, env=env, capture_output=True, check=False)
     junit = (ws / "reports" / "junit.xml").read_bytes() if (ws / "reports").exists() else None
-    log = (io / CANARY_LOG).read_text() if (io / CANARY_LOG).exists() else ""
-    guarded = str(ws / "reports" / "junit.xml") in log.splitlines()
+    log = (io / CANARY_LOG).read_bytes() if (io / CANARY_LOG).exists() else b""
+    guarded = str(ws / "reports" / "junit.xml") in {r.junit for r in guarded_runs(log)}
     return done, junit, guarded
 
 
