@@ -427,10 +427,9 @@ def _collect_and_compare(
     except ValueError:
         collected = None
     if not isinstance(collected, list):
-        return (
-            "a separate collection of the suite produced no test list "
-            f"(exit {done.exit_code}): cannot confirm the report"
-        )
+        if done.ok:  # pytest ran and exited 0, yet the plugin's list never appeared
+            return "a separate collection of the suite exited 0 without its test list"
+        return None  # the collection itself failed (timeout, bound): no evidence either way
     return cross_check(data, [str(x) for x in collected])
 
 
