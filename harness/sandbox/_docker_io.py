@@ -116,20 +116,23 @@ def _pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
 
 
 class _StreamReader(io.RawIOBase):
-    """A file object over the engine's chunk iterator (read once, front to back)."""
+    """A file object over the engine's chunk iterator that keeps what it read."""
 
     def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._it, self._buf = iter(chunks), b""
+        self._it, self._buf = iter(chunks), memoryview(b"")
+        self.seen: list[bytes] = []
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
-        while not self._buf:
+        while not len(self._buf):
             try:
-                self._buf = next(self._it)
+                chunk = next(self._it)
             except StopIteration:
                 return 0
+            self.seen.append(chunk)
+            self._buf = memoryview(chunk)
         n = min(len(b), len(self._buf))
         b[:n], self._buf = self._buf[:n], self._buf[n:]
         return n
@@ -140,20 +143,24 @@ def _unpack_tree(
 ) -> None:
     """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component.
 
-    Read as a stream; ``counter`` sees every member before it is written, so an archive
-    over its bound stops there (names are kept as bytes, odd ones included).
+    The archive is first read as a stream, member headers only: ``counter`` sees every
+    member, so an archive over its bound stops there, before anything is extracted (the
+    extraction, not the transfer, is what costs). Names are kept as bytes, odd ones too.
     """
-    chunks = [data] if isinstance(data, bytes) else data
-    reader = io.BufferedReader(_StreamReader(chunks), 1 << 20)
-    with tarfile.open(fileobj=reader, mode="r|") as tar:
+    raw = _StreamReader([data] if isinstance(data, bytes) else data)
+    with tarfile.open(fileobj=io.BufferedReader(raw, 1 << 20), mode="r|") as tar:
         for m in tar:
+            if counter is not None and PurePosixPath(m.name).parts[1:]:
+                counter.add(m.size if m.isreg() else 0)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(raw.seen))) as tar:
+        members = []
+        for m in tar.getmembers():
             parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
             if not parts or not (m.isreg() or m.isdir() or m.issym()):
                 continue
-            if counter is not None:
-                counter.add(m.size if m.isreg() else 0)
             m.name = str(PurePosixPath(*parts))
-            tar.extract(m, dest, set_attrs=not m.isdir(), filter=_extract_filter)
+            members.append(m)
+        tar.extractall(dest, members=members, filter=_extract_filter)
 
 
 def _first_file(data: bytes, limit: int | None) -> bytes | None:
