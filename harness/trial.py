@@ -292,11 +292,14 @@ def _run_agent(
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         overflow = None
         try:
-            s.get_tree(
-                out,
-                max_files=case.contract.candidate_files,
-                max_bytes=case.contract.candidate_mb << 20,
+            # A candidate that cannot fit the verifier's disk can never be verified: its fault.
+            disk = case.contract.verifier.disk_mb
+            mb = (
+                case.contract.candidate_mb
+                if disk is None
+                else min(disk, case.contract.candidate_mb)
             )
+            s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
         except CandidateTooLarge as exc:
             overflow = exc
         record = _phase_record("agent", res, s, ctx.blobs)
