@@ -12,6 +12,7 @@ import difflib
 import io
 import os
 import shutil
+import stat
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -119,10 +120,17 @@ def extract_tree(data: bytes, dest: Path) -> None:
 
 
 def _text(path: Path) -> list[str] | None:
+    """Read a regular file as diff lines; never follow a link (the candidate's)."""
     try:
-        if path.stat().st_size > _MAX_DIFF_FILE:
-            return None
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # a symlink (ELOOP), a missing file: shown by name only
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_DIFF_FILE:
+                return None
+            data = fh.read()
         if b"\0" in data:
             return None
         return data.decode("utf-8").splitlines(keepends=True)
