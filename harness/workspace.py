@@ -141,7 +141,7 @@ def _text(path: Path) -> list[str] | None:
 def display_path(rel: str) -> str:
     """Show a path for a diff header: one line of text, odd bytes and newlines escaped."""
     text = os.fsencode(rel).decode("utf-8", "backslashreplace")
-    return text if text.isprintable() else repr(text)[1:-1]
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def unified_diff(
