@@ -25,6 +25,7 @@ candidate symlink is ever followed on the host side.
 from __future__ import annotations
 
 import configparser
+import functools
 import os
 import re
 import shutil
@@ -74,6 +75,7 @@ class VerificationTree:
     """Files the candidate added under protected test paths: left out, noted, not flagged."""
 
 
+@functools.lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Compile a workspace glob (``*`` within a name, ``**`` across folders).
 
@@ -297,6 +299,14 @@ def _copy_candidate(
                 "tree; left out"
             )
             continue
+        if stat.S_ISREG(st.st_mode):
+            # A hard link is one syscall instead of a copy; nothing writes into this tree
+            # in place (restores and hidden files replace entries), so sharing is safe.
+            try:
+                os.link(candidate / rel, dest / rel, follow_symlinks=False)
+                continue
+            except OSError:
+                pass
         _copy_entry(candidate / rel, st, dest / rel)
 
 
