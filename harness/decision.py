@@ -20,7 +20,7 @@ from harness.gate import Decision, decide
 from harness.opchar import baseline_summary
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
-from harness.records import Arm, ReleaseRecord, ResultRecord, RunRecord
+from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
 from harness.run import check_system_unchanged
 from harness.stats import ArmData
 from harness.store import RunHandle, Store
@@ -135,6 +135,18 @@ def _arm(records: list[RunRecord], arm: Arm, k: int, name: str, skip: set[str]) 
     )
 
 
+def tampering_fails(rec: RunRecord) -> RunRecord:
+    """Count a passing trial whose final attempt tampered as a fail (policy ``tampering``)."""
+    last = rec.attempts[-1] if rec.attempts else None
+    if rec.outcome is not Outcome.PASS or last is None or not last.tampering:
+        return rec
+    reason = f"tampering (policy: fail): {last.tampering[0]}"
+    verdict = rec.verdict.model_copy(
+        update={"outcome": Outcome.FAIL, "failure_type": FailureType.TAMPERING, "reason": reason}
+    )
+    return rec.model_copy(update={"verdict": verdict})
+
+
 def decide_run(
     project: Project,
     store: Store,
@@ -178,6 +190,8 @@ def decide_run(
                 ],
             )
     trials = store.trials(run_id)
+    if policy.tampering == "fail":
+        trials = [tampering_fails(r) for r in trials]
     judgment = set(record.judgment_cases)
     cand = _arm(trials, Arm.CANDIDATE, record.k, record.release, judgment)
     base = None

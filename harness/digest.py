@@ -29,10 +29,14 @@ _CHUNK = 1 << 20
 
 
 def canonical_json(value: Any) -> bytes:
-    """Serialise ``value`` to canonical JSON bytes (sorted keys, no whitespace, UTF-8)."""
+    """Serialise ``value`` to canonical JSON bytes (sorted keys, no whitespace, UTF-8).
+
+    A file name that is not UTF-8 reaches Python as a string with surrogate escapes; it is
+    written back as its original bytes, so every name has exactly one identity.
+    """
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    ).encode("utf-8", "surrogateescape")
 
 
 def digest_bytes(data: bytes) -> str:

@@ -12,6 +12,7 @@
     │                                the backend cannot enforce a contract bound (fail closed)
     ├── EvaluatorError               the verifier could not run as specified; evaluator_error
     ├── BudgetExceededError          the agent overspent a budget the harness measured; fail
+    ├── CandidateTooLarge            a candidate tree is over its files/bytes bound: a fail
     ├── StoreError                   the record store is unreadable, locked or inconsistent
     │   ├── StoreIntegrityError      a record or blob differs from the run's manifest (exit 4)
     │   └── StoreWriteError          the store cannot be written (disk full, read-only);
@@ -29,6 +30,7 @@ from pathlib import Path
 
 __all__ = [
     "BudgetExceededError",
+    "CandidateTooLarge",
     "CaseError",
     "ConfigError",
     "ContractUnenforceableError",
@@ -121,6 +123,18 @@ class BudgetExceededError(HarnessError):
         self.kind = kind
         self.limit = limit
         self.observed = observed
+
+
+class CandidateTooLarge(HarnessError):
+    """The candidate tree holds more entries or bytes than its contract allows.
+
+    Raised while the tree is measured or copied out, before the harness does more work
+    for it; the trial fails with the ``files`` or ``disk`` bound (the candidate's fault).
+    """
+
+    def __init__(self, message: str, *, kind: str, limit: float, observed: float) -> None:
+        super().__init__(message)
+        self.kind, self.limit, self.observed = kind, limit, observed
 
 
 class StoreError(HarnessError):

@@ -191,6 +191,9 @@ class Policy(_Frozen):
     baseline: BaselinePolicy = BaselinePolicy()
     flaky_reruns: FlakyRerunPolicy = FlakyRerunPolicy()
     bootstrap: BootstrapPolicy = BootstrapPolicy()
+    tampering: Literal["note", "fail"] = "note"
+    """``fail``: a trial whose candidate tampered with the verifier's tree counts as a fail
+    even when the restored tree passed; ``note``: it is recorded and shown only."""
 
     @property
     def warn_level(self) -> float:

@@ -64,6 +64,10 @@ class FailureType(str, enum.Enum):
     MEMORY = "memory"
     PIDS = "pids"
     DISK = "disk"
+    FILES = "files"
+    """The candidate tree holds more files and folders than its contract allows."""
+    TAMPERING = "tampering"
+    """The candidate changed what the verifier owns, and the policy counts that as a fail."""
     AGENT_ERROR = "agent_error"
     BUDGET_EXCEEDED = "budget_exceeded"
     ABSTAINED = "abstained"
@@ -202,6 +206,9 @@ class AttemptRecord(_Frozen):
     """Feedback package handed to this attempt (attempt 2 onwards)."""
     tampering: tuple[str, ...] = ()
     """Evidence of the agent touching what it should not (overwritten, ignored)."""
+    left_out: tuple[str, ...] = ()
+    """Files the agent added under protected test paths (its own tests), left out of the
+    verifier's tree: noted, not tampering."""
     infra_retries: int = 0
     model: ModelUsage | None = None
     """Model calls measured by the gateway (agents with an upstream)."""

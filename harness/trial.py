@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,11 +27,17 @@ from typing import Literal
 from harness import __version__
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
-from harness.cases.model import PhaseContract
+from harness.cases.model import ArtifactRule, PhaseContract
 from harness.digest import tree_manifest
 from harness.env.model import BuiltEnv
 from harness.env.plan import check_envs, phase_view
-from harness.errors import BudgetExceededError, EvaluatorError, HarnessError, InfraError
+from harness.errors import (
+    BudgetExceededError,
+    CandidateTooLarge,
+    EvaluatorError,
+    HarnessError,
+    InfraError,
+)
 from harness.excerpt import select_excerpt
 from harness.gateway import Session, active_gateway
 from harness.project import AGENT_DIR, AgentSpec, Release
@@ -46,9 +53,20 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
+from harness.runner_guard import (
+    CANARY_LOG,
+    GuardedRun,
+    check_canary,
+    cross_check,
+    guard_env,
+    guard_files,
+    guarded_runs,
+    new_nonce,
+)
 from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
 from harness.sandbox.prune import owned_prefix
 from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
+from harness.vtree import VerificationTree, build_verification_tree
 from harness.workspace import Candidate, extract_tree, materialize, snapshot
 
 __all__ = [
@@ -179,8 +197,8 @@ def _label(ctx: _Context, phase: str, attempt: int) -> str:
 
 def _agent_phase(
     ctx: _Context, attempt: int, base: Path, feedback: bytes | None, out: Path
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
-    """Run the agent on ``base``; leave the candidate tree in ``out``."""
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    """Run the agent on ``base``; leave the candidate tree in ``out`` (unless over bounds)."""
     case = ctx.lc.case
     if ctx.spec.release.agent.adapter == "replay":
         if ctx.spec.replay_tarball is None:
@@ -188,7 +206,7 @@ def _agent_phase(
                 "replay: the recorded run has no candidate for this case and trial index"
             )
         extract_tree(ctx.spec.replay_tarball, out)
-        return None, None, None
+        return None, None, None, None
     contract = _with_image(case.contract.agent, ctx.spec.image)
     timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
     session = _gateway_session(ctx, attempt)
@@ -238,7 +256,8 @@ def _run_agent(
     contract: PhaseContract,
     timeout: float,
     session: Session | None,
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None]:
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    case = ctx.lc.case
     with ctx.sandbox.open(
         contract,
         label=_label(ctx, "agent", attempt),
@@ -271,10 +290,32 @@ def _run_agent(
             env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
         res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
-        s.get_tree(out)
+        overflow = None
+        try:
+            # A candidate that cannot fit the verifier's disk can never be verified: its fault.
+            disk = case.contract.verifier.disk_mb
+            mb = (
+                case.contract.candidate_mb
+                if disk is None
+                else min(disk, case.contract.candidate_mb)
+            )
+            s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
+        except CandidateTooLarge as exc:
+            overflow = exc
         record = _phase_record("agent", res, s, ctx.blobs)
         ctx.partial.setdefault(attempt, {})["agent"] = record
-        return record, res, result_file
+        return record, res, result_file, overflow
+
+
+def _too_large(exc: CandidateTooLarge) -> Verdict:
+    kind = FailureType.FILES if exc.kind == "files" else FailureType.DISK
+    detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
+    return Verdict(
+        outcome=Outcome.FAIL,
+        failure_type=kind,
+        reason=f"candidate: {exc}",
+        checks=(CheckResult(name="candidate.size", ok=False, detail=detail),),
+    )
 
 
 def _agent_view(ctx: _Context, session: Session | None) -> SealedView | None:
@@ -300,35 +341,21 @@ def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
     return contract if image is None else contract.model_copy(update={"image": image})
 
 
-def _stage_hidden(ctx: _Context, candidate_dir: Path, stage: Path) -> list[str]:
-    """Copy hidden files into ``stage``; report candidate files they overwrite."""
-    notes: list[str] = []
-    stage.mkdir(parents=True, exist_ok=True)
-    for hidden in ctx.lc.case.verifier.hidden:
-        src = ctx.lc.path(hidden.src)
-        dest = stage / hidden.dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(src, dest)
-        theirs = candidate_dir / hidden.dest
-        if theirs.exists() or theirs.is_symlink():
-            if theirs.is_file() and src.is_file() and theirs.read_bytes() == src.read_bytes():
-                continue
-            notes.append(
-                f"candidate has {hidden.dest} (a hidden path); overwritten by the case's file"
-            )
-    return notes
-
-
 def _verifier_phase(
     ctx: _Context, attempt: int, candidate_dir: Path
-) -> tuple[PhaseRecord, Verdict, list[str]]:
+) -> tuple[PhaseRecord, Verdict, VerificationTree]:
+    """Verify the verifier-owned tree built from ``candidate_dir`` (see :mod:`harness.vtree`)."""
     case = ctx.lc.case
-    tampering: list[str] = []
-    stage = ctx.tmp / f"hidden-{attempt}"
-    tampering += _stage_hidden(ctx, candidate_dir, stage)
+    tree = ctx.tmp / f"verify-{attempt}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    vt = build_verification_tree(
+        ctx.lc,
+        ctx.start_dir,
+        candidate_dir,
+        tree,
+        artifacts=[rule.path for rule in case.verifier.artifacts],
+    )
     with ctx.sandbox.open(
         _with_image(case.contract.verifier, ctx.spec.image),
         label=_label(ctx, "verifier", attempt),
@@ -337,22 +364,76 @@ def _verifier_phase(
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
-        v.put_tree(candidate_dir)
+        v.put_tree(tree)
         ws = v.paths.workspace
-        for rule in case.verifier.artifacts:
-            if (candidate_dir / rule.path).exists():
-                tampering.append(
-                    f"candidate shipped required artifact {rule.path}; removed before verifying"
-                )
-                v.remove(f"{ws}/{rule.path}")
-        v.put_tree(stage)
-        res = v.exec(case.verifier.command, timeout=case.contract.verifier.timeout_seconds)
+        for name, data in guard_files().items():
+            v.write_file(f"{v.paths.io}/{name}", data)
+        nonce = new_nonce()
+        timeout = case.contract.verifier.timeout_seconds
+        res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
             for rule in case.verifier.artifacts
         }
+        canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
         record = _phase_record("verifier", res, v, ctx.blobs)
-    return record, judge_verifier(res, case.verifier, artifacts), tampering
+    verdict = judge_verifier(res, case.verifier, artifacts)
+    if canary:
+        vt.tampering.extend(canary)
+        verdict = Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.TAMPERING,
+            reason=f"verifier: {canary[0]}",
+            checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
+        )
+    return record, verdict, vt
+
+
+def _runner_checks(
+    v: SandboxSession,
+    rules: Sequence[ArtifactRule],
+    artifacts: dict[str, bytes | None],
+    nonce: str,
+    timeout: float,
+) -> list[str]:
+    """Check each JUnit artifact's canary and cross-check it with a separate collection.
+
+    Strips the canary from ``artifacts`` in place; returns the problems (tampering).
+    """
+    ws, io = v.paths.workspace, v.paths.io
+    log = v.read_file(f"{io}/{CANARY_LOG}", limit=1 << 20) or b""
+    runs = {os.path.normpath(r.junit): r for r in guarded_runs(log)}
+    problems: list[str] = []
+    for i, rule in enumerate(r for r in rules if r.rule == "junit"):
+        run = runs.get(os.path.normpath(f"{ws}/{rule.path}"))
+        data, problem = check_canary(artifacts[rule.path], nonce, guarded=run is not None)
+        artifacts[rule.path] = data
+        if problem is None and run is not None and data is not None:
+            problem = _collect_and_compare(v, run, data, i, nonce, timeout)
+        if problem is not None:
+            problems.append(f"{rule.path}: {problem}")
+    return problems
+
+
+def _collect_and_compare(
+    v: SandboxSession, run: GuardedRun, data: bytes, i: int, nonce: str, timeout: float
+) -> str | None:
+    ws, io = v.paths.workspace, v.paths.io
+    if os.path.normpath(run.dir) != ws and not run.dir.startswith(ws + "/"):
+        return None  # a run outside the workspace (a verifier's own copy): not re-collected
+    out = f"{io}/collect-{i}.json"
+    env = {**guard_env(io, nonce), "HARNESS_COLLECT_OUT": out}
+    done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
+    raw = v.read_file(out, limit=16 << 20)
+    try:
+        collected = json.loads(raw) if raw is not None else None
+    except ValueError:
+        collected = None
+    if not isinstance(collected, list):
+        if done.ok:  # pytest ran and exited 0, yet the plugin's list never appeared
+            return "a separate collection of the suite exited 0 without its test list"
+        return None  # the collection itself failed (timeout, bound): no evidence either way
+    return cross_check(data, [str(x) for x in collected])
 
 
 def verify_tree(
@@ -401,7 +482,9 @@ def verify_tree_phase(
         image=image,
     )
     with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
-        ctx = _Context(spec, lc, sandbox, Path(tmp), tree, tree_manifest(tree), _Blobs())
+        start = Path(tmp) / "start"  # protected paths are restored from the real start
+        materialize(lc, start)
+        ctx = _Context(spec, lc, sandbox, Path(tmp), start, {}, _Blobs())
         record, verdict, _ = _verifier_phase(ctx, 1, tree)
         return record, verdict
 
@@ -476,8 +559,11 @@ def _one_attempt(
     cand_dir = ctx.tmp / f"candidate-{n}"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)
-    agent_rec, agent_res, result_file = _agent_phase(ctx, n, base, feedback, cand_dir)
+    agent_rec, agent_res, result_file, overflow = _agent_phase(ctx, n, base, feedback, cand_dir)
     claim = parse_agent_result(result_file)
+    if overflow is not None:  # nothing more is done for it: no copy, digest or verifier
+        rec = AttemptRecord(attempt=n, agent=agent_rec, claim=claim, verdict=_too_large(overflow))
+        return rec, None
     cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
     fields: dict[str, object] = {
         "attempt": n,
@@ -500,8 +586,8 @@ def _one_attempt(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
         )
     if verdict is None:
-        ver_rec, verdict, tampering = _verifier_phase(ctx, n, cand_dir)
-        fields.update(verifier=ver_rec, tampering=tuple(tampering))
+        ver_rec, verdict, vt = _verifier_phase(ctx, n, cand_dir)
+        fields.update(verifier=ver_rec, tampering=tuple(vt.tampering), left_out=tuple(vt.left_out))
     fields["verdict"] = verdict
     return AttemptRecord.model_validate(fields), cand_dir
 
@@ -610,7 +696,9 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 ):
                     stop = "identical_failure"
                     break
-                assert cand_dir is not None
+                if cand_dir is None:  # over its bounds: nothing to build feedback from
+                    stop = "candidate_too_large"
+                    break
                 try:
                     feedback = build_feedback(ctx, rec, cand_dir)
                 except Exception as exc:

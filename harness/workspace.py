@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import difflib
 import io
+import os
 import shutil
+import stat
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -22,7 +24,15 @@ from harness.cases.model import ArchiveRepo, FolderRepo, GitRepo
 from harness.digest import digest_json, tree_manifest
 from harness.errors import CaseError, InfraError
 
-__all__ = ["Candidate", "extract_tree", "materialize", "pack_tree", "snapshot", "unified_diff"]
+__all__ = [
+    "Candidate",
+    "display_path",
+    "extract_tree",
+    "materialize",
+    "pack_tree",
+    "snapshot",
+    "unified_diff",
+]
 
 _MAX_DIFF_FILE = 1 << 20
 
@@ -110,15 +120,28 @@ def extract_tree(data: bytes, dest: Path) -> None:
 
 
 def _text(path: Path) -> list[str] | None:
+    """Read a regular file as diff lines; never follow a link (the candidate's)."""
     try:
-        if path.stat().st_size > _MAX_DIFF_FILE:
-            return None
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # a symlink (ELOOP), a missing file: shown by name only
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_DIFF_FILE:
+                return None
+            data = fh.read()
         if b"\0" in data:
             return None
         return data.decode("utf-8").splitlines(keepends=True)
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def display_path(rel: str) -> str:
+    """Show a path for a diff header: one line of text, odd bytes and newlines escaped."""
+    text = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def unified_diff(
@@ -134,13 +157,13 @@ def unified_diff(
         a = _text(before / rel) if rel in old else []
         b = _text(after / rel) if rel in new else []
         if a is None or b is None:
-            out.append(f"Binary or large file {rel} differs\n")
+            out.append(f"Binary or large file {display_path(rel)} differs\n")
             continue
         for line in difflib.unified_diff(
             a,
             b,
-            fromfile=f"a/{rel}" if rel in old else "/dev/null",
-            tofile=f"b/{rel}" if rel in new else "/dev/null",
+            fromfile=f"a/{display_path(rel)}" if rel in old else "/dev/null",
+            tofile=f"b/{display_path(rel)}" if rel in new else "/dev/null",
         ):
             if not line.endswith("\n"):
                 line += "\n\\ No newline at end of file\n"

@@ -91,3 +91,22 @@ def test_snapshot_identity_diff_and_replayable_tarball(tmp_path):
     assert snapshot(start, tree_manifest(start), replay).digest == cand.digest
     (replay / "new.txt").chmod(0o755)
     assert snapshot(start, tree_manifest(start), replay).digest != cand.digest, "exec bit counts"
+
+
+def test_snapshot_never_reads_through_a_candidate_symlink(tmp_path) -> None:
+    from harness.digest import tree_manifest
+    from harness.workspace import snapshot
+
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("CANARY-SECRET\n")
+    start, ws = tmp_path / "start", tmp_path / "ws"
+    start.mkdir()
+    (start / "a.py").write_text("x = 1\n")
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n")
+    (ws / "leak.txt").symlink_to(secret)
+    (ws / "odd\udcff\n.txt").write_bytes(b"y\n")
+    cand = snapshot(start, tree_manifest(start), ws)
+    assert b"CANARY-SECRET" not in cand.diff
+    assert b"CANARY-SECRET" not in cand.tarball
+    assert cand.changed and cand.stats["files_changed"] == 2

@@ -51,9 +51,7 @@ class LoadedCase:
 
 def case_digest(case: Case, files: dict[str, str]) -> str:
     """Digest of a case: its canonical model content plus the manifest of its folder."""
-    # An undeclared environment leaves the digest of cases written before the field existed.
-    drop = {"environment"} if case.environment is None else set()
-    return digest_json({"case": case.model_dump(mode="json", exclude=drop), "files": files})
+    return digest_json({"case": case.identity(), "files": files})
 
 
 def _inside(base: Path, rel: str, case_file: Path, field: str) -> Path:

@@ -26,6 +26,7 @@ __all__ = [
     "HiddenFile",
     "Limits",
     "PhaseContract",
+    "Protection",
     "Reference",
     "RepoSource",
     "Retired",
@@ -157,6 +158,11 @@ class SandboxContract(_Frozen):
 
     agent: PhaseContract = PhaseContract()
     verifier: PhaseContract = PhaseContract()
+    candidate_files: int = Field(default=20_000, ge=1)
+    """Most entries (files, links, directories) a candidate tree may hold; over it the
+    trial fails with the ``files`` bound before the harness copies or hashes anything."""
+    candidate_mb: int = Field(default=200, ge=1)
+    """Most bytes (MiB, regular files) a candidate tree may hold; over it: ``disk``."""
 
 
 class ArtifactRule(_Frozen):
@@ -183,6 +189,37 @@ class HiddenFile(_Frozen):
     """Destination, relative to the workspace; overwrites whatever the candidate has there."""
 
 
+DEFAULT_PROTECTED: Final = (
+    "tests/**",
+    "test/**",
+    "testing/**",
+    "**/conftest.py",
+    "**/pytest.ini",
+    "**/tox.ini",
+    "**/setup.cfg",
+    "**/pyproject.toml",
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+    "**/*.pth",
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+)
+"""Python/pytest defaults: test folders and everything that configures or extends the
+runner (config files count only through their runner sections, see docs/verifier-tree.md)."""
+
+
+class Protection(_Frozen):
+    """What the candidate may not change: the verifier restores it from the starting state."""
+
+    defaults: bool = True
+    """Protect :data:`DEFAULT_PROTECTED` besides ``paths``."""
+    paths: tuple[str, ...] = ()
+    """More glob patterns, relative to the workspace (``*`` within a name, ``**`` across
+    folders); the destinations of hidden files are always protected."""
+    allow: tuple[str, ...] = ()
+    """Patterns the candidate may change after all (the task is to change those tests)."""
+
+
 class Verifier(_Frozen):
     """How execution decides: a command, its expected exit status, required artifacts."""
 
@@ -194,6 +231,8 @@ class Verifier(_Frozen):
     """Files that must exist afterwards, with their rules."""
     hidden: tuple[HiddenFile, ...] = ()
     """Files injected only into the verifier sandbox."""
+    protect: Protection = Protection()
+    """Paths restored from the starting state before verifying (tampering is recorded)."""
 
     @field_validator("command", mode="before")
     @classmethod
@@ -258,6 +297,22 @@ class Case(_Frozen):
     environment: Environment | None = None
     """The verifier's (and the agent's shell's) Python environment; paths relative to the
     case folder. Without it the task set's default in harness.yaml applies."""
+
+    def identity(self) -> dict[str, object]:
+        """Canonical content for the case digest.
+
+        Fields added after schema 1 shipped enter it only when set, so that cases written
+        before them keep their identity.
+        """
+        data = self.model_dump(mode="json")
+        if self.environment is None:
+            del data["environment"]
+        if self.verifier.protect == Protection():
+            del data["verifier"]["protect"]
+        for name in ("candidate_files", "candidate_mb"):
+            if getattr(self.contract, name) == SandboxContract.model_fields[name].default:
+                del data["contract"][name]
+        return data
 
     @model_validator(mode="after")
     def _exec_needs_verifier_reference(self) -> Case:

@@ -15,8 +15,11 @@ import stat
 import tarfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from harness.sandbox._treebound import TreeCounter
 
 
 class _Capture:
@@ -112,9 +115,44 @@ def _pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
     return buf.getvalue()
 
 
-def _unpack_tree(data: bytes, dest: Path) -> None:
-    """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+class _StreamReader(io.RawIOBase):
+    """A file object over the engine's chunk iterator that keeps what it read."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._it, self._buf = iter(chunks), memoryview(b"")
+        self.seen: list[bytes] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not len(self._buf):
+            try:
+                chunk = next(self._it)
+            except StopIteration:
+                return 0
+            self.seen.append(chunk)
+            self._buf = memoryview(chunk)
+        n = min(len(b), len(self._buf))
+        b[:n], self._buf = self._buf[:n], self._buf[n:]
+        return n
+
+
+def _unpack_tree(
+    data: bytes | Iterable[bytes], dest: Path, counter: TreeCounter | None = None
+) -> None:
+    """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component.
+
+    The archive is first read as a stream, member headers only: ``counter`` sees every
+    member, so an archive over its bound stops there, before anything is extracted (the
+    extraction, not the transfer, is what costs). Names are kept as bytes, odd ones too.
+    """
+    raw = _StreamReader([data] if isinstance(data, bytes) else data)
+    with tarfile.open(fileobj=io.BufferedReader(raw, 1 << 20), mode="r|") as tar:
+        for m in tar:
+            if counter is not None and PurePosixPath(m.name).parts[1:]:
+                counter.add(m.size if m.isreg() else 0)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(raw.seen))) as tar:
         members = []
         for m in tar.getmembers():
             parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"

@@ -205,11 +205,15 @@ class SandboxSession(Protocol):
         """
         ...
 
-    def get_tree(self, dest: Path) -> None:
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
         """Copy the whole workspace out into the (empty or missing) host directory ``dest``.
 
         Raises:
             SandboxUnavailableError: the copy could not be made.
+            CandidateTooLarge: the workspace holds more than ``max_files`` entries or
+                ``max_bytes`` bytes (found before or while copying, never after).
         """
         ...
 

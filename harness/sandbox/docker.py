@@ -72,6 +72,7 @@ from harness.sandbox._docker_engine import _created as _created  # tests import 
 from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
 from harness.sandbox._docker_sdk import docker, requests
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
+from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
     Bound,
     ExecResult,
@@ -80,6 +81,8 @@ from harness.sandbox.base import (
     Termination,
     session_env,
 )
+from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK  # noqa: F401  (tests)
+from harness.sandbox.classify import Evidence, classify
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -97,13 +100,6 @@ __all__ = [
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
-_ENOSPC = re.compile(rb"No space left on device|ENOSPC|Errno 28", re.I)
-_EAGAIN_FORK = re.compile(  # the kernel's EAGAIN from fork/clone at the pids limit
-    rb"fork: (retry: )?Resource temporarily unavailable|can't fork|cannot fork|fork failed|"
-    rb"BlockingIOError: \[Errno 11\] Resource temporarily unavailable|"
-    rb"(pthread_create|clone)[^\n]*Resource temporarily unavailable",
-    re.I,
-)
 _NOT_FOUND = re.compile(
     r"executable file not found|no such file or directory|"
     r"permission denied",
@@ -498,14 +494,25 @@ class DockerSession:
                     f"docker: {what}: engine refused the archive", reason="transfer_failed"
                 )
 
-    def get_tree(self, dest: Path) -> None:
-        """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``."""
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
+        """Copy the workspace out into ``dest`` (empty or missing), via ``get_archive``.
+
+        The archive is read as a stream and counted member by member: a candidate over
+        ``max_files`` or ``max_bytes`` raises ``CandidateTooLarge`` after reading no more
+        than the bound.
+        """
         self._holder_alive("get_tree")
         dest.mkdir(parents=True, exist_ok=True)
         with _engine("get_tree", "transfer_failed"):
-            stream, _ = self._holder.get_archive(_WS)
-            data = b"".join(stream)
-        _unpack_tree(data, dest)
+            stream, _ = self._holder.get_archive(_WS, chunk_size=1 << 20)
+            try:
+                _unpack_tree(stream, dest, TreeCounter(max_files, max_bytes))
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write ``data`` at absolute ``path`` under the workspace or io folder."""
@@ -727,25 +734,22 @@ class DockerSession:
         stderr: bytes,
     ) -> tuple[Termination, Bound | None]:
         c = self._contract
-        if oom and (code != 0 or we_killed):
-            return Termination.MEMORY, Bound(kind=Termination.MEMORY, limit=c.memory_mb)
-        if we_killed:
-            if pids_at_kill is not None and pids_at_kill >= c.pids - 1:
-                return Termination.PIDS, Bound(
-                    kind=Termination.PIDS, limit=c.pids, observed=pids_at_kill
-                )
-            return Termination.WALL_CLOCK, Bound(
-                kind=Termination.WALL_CLOCK, limit=limit_s, observed=round(duration, 3)
+        return classify(
+            Evidence(
+                exit_code=code,
+                signal=None if we_killed else sig,
+                killed="wall_clock" if we_killed else None,
+                oom=oom,
+                pids_observed=pids_at_kill,
+                stderr=stderr,
+                duration_s=duration,
+                timeout_s=limit_s,
+                cpu_seconds=c.cpu_seconds,
+                memory_mb=c.memory_mb,
+                pids=c.pids,
+                disk_mb=c.disk_mb,
             )
-        if code == 0:
-            return Termination.EXIT, None
-        if c.cpu_seconds is not None and sig in (signal.SIGXCPU, signal.SIGKILL):
-            return Termination.CPU, Bound(kind=Termination.CPU, limit=c.cpu_seconds)
-        if c.disk_mb is not None and (sig == signal.SIGXFSZ or _ENOSPC.search(stderr)):
-            return Termination.DISK, Bound(kind=Termination.DISK, limit=c.disk_mb)
-        if _EAGAIN_FORK.search(stderr):
-            return Termination.PIDS, Bound(kind=Termination.PIDS, limit=c.pids)
-        return (Termination.SIGNAL if sig is not None else Termination.EXIT), None
+        )
 
     def _check_external_kill(self, ctr: Any, since: float) -> None:
         """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""

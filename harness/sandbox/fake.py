@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cases.model import PhaseContract
+from harness.sandbox._treebound import check_host_tree
 from harness.sandbox.base import (
     ExecResult,
     SandboxPaths,
@@ -102,8 +103,11 @@ class FakeSession:
         """Copy ``src`` into the workspace."""
         shutil.copytree(src, self._root / "workspace" / dest, symlinks=True, dirs_exist_ok=True)
 
-    def get_tree(self, dest: Path) -> None:
-        """Copy the workspace out."""
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
+        """Copy the workspace out (bounded like the real backends)."""
+        check_host_tree(str(self._root / "workspace"), max_files, max_bytes)
         shutil.copytree(self._root / "workspace", dest, symlinks=True, dirs_exist_ok=True)
 
     def write_file(self, path: str, data: bytes) -> None:

@@ -54,16 +54,16 @@ from harness.sandbox._host import (
 )
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._treebound import check_host_tree
 from harness.sandbox._view import _check_view, _system_binds
 from harness.sandbox.base import (
     SYSTEM_PATH,
-    Bound,
     ExecResult,
     SandboxPaths,
     SealedView,
-    Termination,
     session_env,
 )
+from harness.sandbox.classify import Evidence, classify
 from harness.sandbox.prune import owned_prefix
 
 __all__ = [
@@ -185,15 +185,19 @@ class LocalSession:
                 f"local sandbox {self.label}: could not copy {src} into {target}: {exc}"
             ) from exc
 
-    def get_tree(self, dest: Path) -> None:
+    def get_tree(
+        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> None:
         """Copy the workspace out to ``dest`` (symlinks copied as links, never followed).
 
         Fifos, sockets and device nodes cannot be part of a tree snapshot and are skipped.
 
         Raises:
             SandboxUnavailableError: the copy failed.
+            CandidateTooLarge: the workspace is over ``max_files`` or ``max_bytes``.
 
         """
+        check_host_tree(self._paths.workspace, max_files, max_bytes)
 
         def ignore(d: str, names: list[str]) -> set[str]:
             skip = set()
@@ -470,46 +474,27 @@ class LocalSession:
         cpu_s = stats.cpu_s if stats and stats.cpu_s is not None else got.cpu_s
         peak = stats.peak_memory_bytes if stats and stats.peak_memory_bytes else got.maxrss
         peak_mb = None if peak is None else peak / (1024 * 1024)
-        term, bound = Termination.EXIT, None
-        failed = not (code == 0 and sig is None)
-        if got.killed == "wall_clock":
-            term, bound = (
-                Termination.WALL_CLOCK,
-                Bound(kind=Termination.WALL_CLOCK, limit=limit, observed=duration),
+        term, bound = classify(
+            Evidence(
+                exit_code=code,
+                signal=sig,
+                killed=got.killed,
+                oom=stats is not None and stats.oom_kills > 0,
+                pids_events=stats.pids_max_events if stats is not None else 0,
+                pids_observed=stats.pids_peak if stats is not None else None,
+                disk_full=self._disk_filled_by_this(used_before),
+                stderr=got.stderr,
+                duration_s=duration,
+                cpu_s=cpu_s,
+                peak_memory_mb=peak_mb,
+                disk_used_mb=self._disk_used_mb(),
+                timeout_s=limit,
+                cpu_seconds=c.cpu_seconds,
+                memory_mb=c.memory_mb,
+                pids=c.pids,
+                disk_mb=c.disk_mb,
             )
-        elif got.killed == "cpu" or (
-            c.cpu_seconds is not None
-            and (
-                sig == signal.SIGXCPU
-                or (sig == signal.SIGKILL and cpu_s is not None and cpu_s >= c.cpu_seconds * 0.95)
-            )
-        ):
-            assert c.cpu_seconds is not None
-            term, bound = (
-                Termination.CPU,
-                Bound(kind=Termination.CPU, limit=c.cpu_seconds, observed=cpu_s),
-            )
-        elif stats is not None and stats.oom_kills > 0:
-            term, bound = (
-                Termination.MEMORY,
-                Bound(kind=Termination.MEMORY, limit=c.memory_mb, observed=peak_mb),
-            )
-        elif (
-            c.disk_mb is not None
-            and failed
-            and (sig == signal.SIGXFSZ or self._disk_filled_by_this(used_before))
-        ):
-            term, bound = (
-                Termination.DISK,
-                Bound(kind=Termination.DISK, limit=c.disk_mb, observed=self._disk_used_mb()),
-            )
-        elif stats is not None and stats.pids_max_events > 0 and failed:
-            term, bound = (
-                Termination.PIDS,
-                Bound(kind=Termination.PIDS, limit=c.pids, observed=stats.pids_peak),
-            )
-        elif sig is not None:
-            term = Termination.SIGNAL
+        )
         return ExecResult(
             argv=tuple(argv),
             exit_code=code,

@@ -1,0 +1,60 @@
+"""Counting a candidate tree against its bounds, stopping at the first entry over them."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from harness.errors import CandidateTooLarge
+
+__all__ = ["TreeCounter", "check_host_tree"]
+
+
+class TreeCounter:
+    """Running count of entries and bytes; raises as soon as either bound is passed."""
+
+    def __init__(self, max_files: int | None, max_bytes: int | None) -> None:
+        self.max_files, self.max_bytes = max_files, max_bytes
+        self.files = self.bytes = 0
+
+    def add(self, size: int) -> None:
+        """Count one entry (file, link or folder) of ``size`` bytes.
+
+        Raises:
+            CandidateTooLarge: the tree is now over one of its bounds.
+        """
+        self.files += 1
+        self.bytes += size
+        if self.max_files is not None and self.files > self.max_files:
+            raise CandidateTooLarge(
+                f"the candidate holds more than {self.max_files} files and folders",
+                kind="files",
+                limit=self.max_files,
+                observed=self.files,
+            )
+        if self.max_bytes is not None and self.bytes > self.max_bytes:
+            raise CandidateTooLarge(
+                f"the candidate holds more than {self.max_bytes / (1 << 20):g} MiB",
+                kind="disk",
+                limit=self.max_bytes / (1 << 20),
+                observed=self.bytes / (1 << 20),
+            )
+
+
+def check_host_tree(root: str, max_files: int | None, max_bytes: int | None) -> None:
+    """Walk ``root`` without following links; raise at the first entry over a bound.
+
+    Raises:
+        CandidateTooLarge: the tree is over one of its bounds.
+    """
+    if max_files is None and max_bytes is None:
+        return
+    counter = TreeCounter(max_files, max_bytes)
+    stack = [root]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for entry in it:
+                st = entry.stat(follow_symlinks=False)
+                counter.add(st.st_size if stat.S_ISREG(st.st_mode) else 0)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)

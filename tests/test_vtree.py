@@ -1,0 +1,177 @@
+"""The verifier-owned tree, built on the host from a start and a candidate folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cases.load import load_case
+from harness.decision import tampering_fails
+from harness.vtree import build_verification_tree, glob_regex
+
+CASE = {
+    "id": "c",
+    "version": 1,
+    "request": "fix it",
+    "repo": {"kind": "folder", "path": "repo"},
+    "lane": "judgment",
+    "verifier": {
+        "command": ["true"],
+        "artifacts": [{"path": "reports/junit.xml", "rule": "junit"}],
+        "hidden": [{"src": "hidden/test_h.py", "dest": "tests/test_h.py"}],
+    },
+}
+
+
+@pytest.fixture
+def case(tmp_path: Path):
+    d = tmp_path / "c"
+    (d / "repo" / "tests").mkdir(parents=True)
+    (d / "repo" / "lib.py").write_text("X = 1\n")
+    (d / "repo" / "tests" / "test_lib.py").write_text("def test_x(): pass\n")
+    (d / "repo" / "pyproject.toml").write_text(
+        '[project]\nname = "c"\n\n[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+    )
+    (d / "hidden").mkdir()
+    (d / "hidden" / "test_h.py").write_text("def test_h(): pass\n")
+    (d / "case.yaml").write_text(yaml.safe_dump(CASE))
+    return load_case(d)
+
+
+def _build(case, tmp_path: Path, edit) -> tuple[object, Path]:
+    cand = tmp_path / "cand"
+    shutil.copytree(case.dir / "repo", cand, symlinks=True)
+    edit(cand)
+    dest = tmp_path / "tree"
+    vt = build_verification_tree(
+        case, case.dir / "repo", cand, dest, artifacts=["reports/junit.xml"]
+    )
+    return vt, dest
+
+
+def test_glob_patterns() -> None:
+    assert glob_regex("tests/**").fullmatch("tests")
+    assert glob_regex("tests/**").fullmatch("tests/a/b.py")
+    assert glob_regex("**/conftest.py").fullmatch("conftest.py")
+    assert glob_regex("**/conftest.py").fullmatch("a/b/conftest.py")
+    assert not glob_regex("*.pth").fullmatch("a/x.pth")
+    assert not glob_regex("tests/**").fullmatch("tests2/x")
+
+
+def test_honest_change_passes_through_untouched(case, tmp_path) -> None:
+    vt, dest = _build(case, tmp_path, lambda c: (c / "lib.py").write_text("X = 2\n"))
+    assert vt.tampering == [] and vt.left_out == []
+    assert (dest / "lib.py").read_text() == "X = 2\n"
+    assert (dest / "tests" / "test_h.py").read_text() == "def test_h(): pass\n"
+
+
+def test_changed_and_deleted_tests_are_restored_added_ones_left_out(case, tmp_path) -> None:
+    def edit(c: Path) -> None:
+        (c / "tests" / "test_lib.py").unlink()
+        (c / "tests" / "test_mine.py").write_text("def test_m(): pass\n")
+        (c / "conftest.py").write_text("import pytest\n")
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert (dest / "tests" / "test_lib.py").read_text() == "def test_x(): pass\n"
+    assert not (dest / "tests" / "test_mine.py").exists()
+    assert not (dest / "conftest.py").exists()
+    assert vt.left_out == ["tests/test_mine.py: added under a protected path; left out"]
+    assert any("conftest.py" in t for t in vt.tampering)
+    assert any("test_lib.py: protected, deleted" in t for t in vt.tampering)
+
+
+def test_config_counts_only_through_its_runner_section(case, tmp_path) -> None:
+    def dep(c: Path) -> None:
+        text = (c / "pyproject.toml").read_text()
+        (c / "pyproject.toml").write_text(text.replace('name = "c"', 'name = "c"\nversion = "2"'))
+
+    vt, dest = _build(case, tmp_path, dep)
+    assert vt.tampering == [] and 'version = "2"' in (dest / "pyproject.toml").read_text()
+    shutil.rmtree(tmp_path / "cand")
+    shutil.rmtree(tmp_path / "tree")
+
+    def addopts(c: Path) -> None:
+        with (c / "pyproject.toml").open("a") as fh:
+            fh.write('addopts = "-p evil"\n')
+
+    vt, dest = _build(case, tmp_path, addopts)
+    assert "addopts" not in (dest / "pyproject.toml").read_text()
+    assert any("pyproject.toml" in t for t in vt.tampering)
+
+
+def test_no_candidate_symlink_is_followed(case, tmp_path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def edit(c: Path) -> None:
+        shutil.rmtree(c / "tests")
+        os.symlink(outside, c / "tests")
+        os.symlink("/etc", c / "etc_link")
+        os.symlink("lib.py", c / "alias.py")
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert os.listdir(outside) == [], "hidden files were written through the link"
+    assert (dest / "tests").is_dir() and not (dest / "tests").is_symlink()
+    assert (dest / "tests" / "test_h.py").is_file()
+    assert not (dest / "etc_link").is_symlink()
+    assert (dest / "alias.py").is_symlink()  # stays inside the tree: kept
+    assert any("etc_link" in t and "leaves the tree" in t for t in vt.tampering)
+
+
+def test_shadowing_modules_and_shipped_artifacts_are_dropped(case, tmp_path) -> None:
+    def edit(c: Path) -> None:
+        (c / "pytest").mkdir()
+        (c / "pytest" / "__init__.py").write_text("")
+        (c / "json.py").write_text("")
+        (c / "reports").mkdir()
+        (c / "reports" / "junit.xml").write_text("<testsuite/>")
+        (c / "lib.py").write_text("import _pytest.reports\n")
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert not (dest / "pytest").exists() and not (dest / "json.py").exists()
+    assert not (dest / "reports" / "junit.xml").exists()
+    text = "\n".join(vt.tampering)
+    assert "pytest/__init__.py" in text and "json.py" in text and "junit.xml" in text
+    assert "lib.py: candidate code touches the test runner's internals (_pytest)" in text
+
+
+def test_allow_lets_the_candidate_change_a_protected_path(case, tmp_path) -> None:
+    data = dict(CASE, verifier={**CASE["verifier"], "protect": {"allow": ["tests/test_new.py"]}})
+    (case.dir / "case.yaml").write_text(yaml.safe_dump(data))
+    lc = load_case(case.dir)
+    vt, dest = _build(lc, tmp_path, lambda c: (c / "tests" / "test_new.py").write_text("x = 1\n"))
+    assert (dest / "tests" / "test_new.py").exists() and vt.left_out == []
+
+
+def test_policy_can_count_tampering_as_a_fail() -> None:
+    from harness.records import Outcome, RunRecord
+
+    rec = RunRecord.model_validate(
+        {
+            "key": {
+                "arm": "candidate",
+                "release": "r",
+                "case_id": "c",
+                "case_version": 1,
+                "trial": 0,
+            },
+            "case_digest": "d",
+            "system_digest": "s",
+            "backend": "local",
+            "attempts": [
+                {"attempt": 1, "verdict": {"outcome": "pass"}, "tampering": ["conftest.py"]}
+            ],
+            "verdict": {"outcome": "pass"},
+            "started_at": "2026-01-01T00:00:00Z",
+            "finished_at": "2026-01-01T00:00:01Z",
+            "harness_version": "0",
+        }
+    )
+    assert tampering_fails(rec).outcome is Outcome.FAIL
+    untouched = rec.attempts[0].model_copy(update={"tampering": ()})
+    clean = rec.model_copy(update={"attempts": (untouched,)})
+    assert tampering_fails(clean).outcome is Outcome.PASS
