@@ -43,7 +43,7 @@ from harness.gate import decide
 from harness.opchar import wilson
 from harness.policy import Policy, load_policy
 from harness.records import Outcome
-from harness.regression import regression_rule
+from harness.rules import policy_rule
 from harness.stats import ArmData, beta_prior, flip_risk, poisson_binomial_pmf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,20 +180,7 @@ def fast_verdict(
     ids = [f"case-{i:03d}" for i in range(cand.size)]
     n = np.full(cand.size, k)
     th = policy.thresholds
-    res = regression_rule(
-        ids,
-        cand,
-        n,
-        rexec,
-        n,
-        k=k,
-        critical=critical,
-        alpha=policy.alpha,
-        warn_alpha=policy.warn_level,
-        critical_share=policy.critical_share,
-        pass_rate_drop=th.pass_rate_drop,
-        pass_hat_k_drop=th.pass_hat_k_drop,
-    )
+    res = policy_rule(policy, ids, cand, n, rexec, n, k=k, critical=critical)
     if res.outcome == "fail":
         return "fail", "regression"
     if cand.sum() == 0:

@@ -96,13 +96,17 @@ def main() -> None:
         print(f"{'pandas load (json + json_normalize)':<40} {p:8.2f} s  (median of {args.repeat})")
         print(f"{'report + gate (the whole folder)':<40} {r:8.2f} s  (median of {args.repeat})")
         print(f"{'ratio report / pandas':<40} {r / p:8.2f} x   (target <= 3)")
-        print(f"{'report folder':<40} {folder.bytes / 1e6:8.2f} MB  (target <= 50), "
-              f"{folder.evidence_files} evidence files")
+        print(
+            f"{'report folder':<40} {folder.bytes / 1e6:8.2f} MB  (target <= 50), "
+            f"{folder.evidence_files} evidence files"
+        )
         for path in [*folder.paths, *sorted((folder.root / "evidence").glob("*.html"))[:1]]:
             print(f"  {path.relative_to(folder.root)!s:<18} {path.stat().st_size / 1e6:7.2f} MB")
         pages = list((folder.root / "evidence").glob("*.html"))
-        print(f"  evidence pages     {len(pages)}, "
-              f"largest {max(p.stat().st_size for p in pages) / 1e6:.2f} MB")
+        print(
+            f"  evidence pages     {len(pages)}, "
+            f"largest {max(p.stat().st_size for p in pages) / 1e6:.2f} MB"
+        )
 
 
 if __name__ == "__main__":

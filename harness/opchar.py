@@ -40,7 +40,7 @@ from harness.gate import GATE_RULE_VERSION
 from harness.policy import Policy, policy_digest
 from harness.project import Project
 from harness.records import Outcome, RunRecord
-from harness.regression import regression_rule
+from harness.rules import policy_rule
 from harness.stats import beta_prior, flip_risk, poisson_binomial_pmf
 
 __all__ = [
@@ -215,27 +215,13 @@ def _simulate(
     ids = [f"c{i}" for i in range(passes.size)]
     crit = [ids[i] for i in inputs.critical]
     n = np.full(passes.size, k)
-    th = policy.thresholds
     fails = warns = touched = 0
     for _ in range(reps):
         p = rng.beta(passes + 0.5, trials - passes + 0.5)
         q, touched = shifted(p, shape) if shape else (p, 0)
         b = rng.binomial(k, p)
         c = rng.binomial(k, q)
-        res = regression_rule(
-            ids,
-            c,
-            n,
-            b,
-            n,
-            k=k,
-            critical=crit,
-            alpha=policy.alpha,
-            warn_alpha=policy.warn_level,
-            critical_share=policy.critical_share,
-            pass_rate_drop=th.pass_rate_drop,
-            pass_hat_k_drop=th.pass_hat_k_drop,
-        )
+        res = policy_rule(policy, ids, c, n, b, n, k=k, critical=crit)
         if res.outcome == "fail":
             fails += 1
             continue

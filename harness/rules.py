@@ -81,14 +81,33 @@ def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
 def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
     """Run the regression family of :mod:`harness.regression` on a comparison's counts."""
     ids, (c, n, b, m) = _rule_inputs(comp)
+    return policy_rule(policy, ids, c, n, b, m, k=comp.k, critical=critical)
+
+
+def policy_rule(
+    policy: Policy,
+    case_ids: Sequence[str],
+    c: Sequence[int] | np.ndarray,
+    n: Sequence[int] | np.ndarray,
+    b: Sequence[int] | np.ndarray,
+    m: Sequence[int] | np.ndarray,
+    *,
+    k: int,
+    critical: Sequence[str] = (),
+) -> RuleResult:
+    """Apply the regression rule to per-case counts with ``policy``'s levels and thresholds.
+
+    The one place a policy's fields become the rule's arguments: the gate, ``policy check``
+    and the decision-quality bench all call it.
+    """
     th = policy.thresholds
     return regression_rule(
-        ids,
+        case_ids,
         c,
         n,
         b,
         m,
-        k=comp.k,
+        k=k,
         critical=critical,
         alpha=policy.alpha,
         warn_alpha=policy.warn_level,
