@@ -62,3 +62,38 @@ def test_dask_executor_without_distributed_names_the_extra(tmp_path):
     )
     assert done.returncode == 2, done.stderr
     assert "dask" in done.stderr and "Traceback" not in done.stderr
+
+
+def _third_party_imports() -> set[str]:
+    import ast
+
+    stdlib = set(sys.stdlib_module_names)
+    names: set[str] = set()
+    for path in (ROOT / "harness").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names - stdlib - {"harness"}
+
+
+def test_every_third_party_import_is_declared():
+    """A module pulled in only transitively (urllib3 via docker) breaks a lean install."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = " ".join(meta["dependencies"]).lower()
+    extras = " ".join(" ".join(v) for v in meta["optional-dependencies"].values()).lower()
+    # Imported only behind an extra's guard, or brought by a declared package.
+    provided_by = {
+        "docker": "docker",
+        "requests": "docker",
+        "dask": "dask",
+        "distributed": "dask",
+        "pyarrow": "pyarrow",
+        "markupsafe": "jinja2",
+    }
+    for name in sorted(_third_party_imports()):
+        if name in provided_by:
+            assert provided_by[name] in extras + declared, name
+        else:
+            assert name in declared, f"{name} is imported by harness but not a dependency"
