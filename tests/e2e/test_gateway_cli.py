@@ -200,7 +200,8 @@ def test_botching_script_fails(tmp_path, monkeypatch, scripted_up):
     scripted_up.script.commands = list(BOTCH)
     root = _agent_project(tmp_path, scripted_up)
     done = harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
-    assert done.returncode == 0, done.stdout + done.stderr  # no baseline: nothing to compare
+    # No baseline, and not one trial passed: the absolute rules fail the release.
+    assert done.returncode == 1, done.stdout + done.stderr
     verdict = _shown(root)["trials"][0]["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "test_failure")
 

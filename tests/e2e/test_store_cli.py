@@ -107,7 +107,7 @@ def _flip_to_pass(path: Path) -> None:
 
 def test_gate_refuses_a_record_edited_from_fail_to_pass_naming_it(small):
     rdir = _finished(small, "bad")
-    assert harness(small, "gate").returncode == 0  # no baseline: nothing blocks
+    assert harness(small, "gate").returncode == 1  # no baseline, 0 % passed: a fail
     record = sorted((rdir / "trials").glob("*.json"))[0]
     _flip_to_pass(record)
     promote = ("baseline", "promote", "latest", "--name", "b")
