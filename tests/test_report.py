@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -207,8 +207,12 @@ def make_run(
     excerpts: Mapping[str, str] | None = None,
     reexecute: bool = True,
     agent_argv: Sequence[str] = ("agent",),
+    tweak: Callable[[Store, RunRecord], RunRecord] | None = None,
 ) -> tuple[Project, Store, str]:
-    """Write a project with a gated run: per case, one letter per trial (see CODES)."""
+    """Write a project with a gated run: per case, one letter per trial (see CODES).
+
+    ``tweak`` rewrites each record of the run before it is stored (tampering, usage…).
+    """
     root.mkdir(parents=True, exist_ok=True)
     (root / "harness.yaml").write_text(PROJECT_YAML)
     (root / "policy.yaml").write_text(POLICY_YAML)
@@ -275,7 +279,7 @@ def make_run(
     opened = release_record(run_id, "cand", "prod" if baseline is not None else None)
     with Store(project.store_dir, sync=False).open_run(opened) as handle:
         for rec in recs:
-            handle.add_trial(rec, {})
+            handle.add_trial(tweak(store, rec) if tweak else rec, {})
         handle.seal(True, [])
     return project, store, run_id
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,14 @@ from harness.decision import RunDecision, decide_run
 from harness.gate import Decision, Reason
 from harness.project import Project
 from harness.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
+from harness.report.usage import (
+    ModelCost,
+    VerifyCost,
+    model_cost,
+    ordered_union,
+    transcript_refs,
+    verify_cost,
+)
 from harness.sandbox.base import Bound
 from harness.stats import ArmSummary, CaseSummary
 from harness.store import Store
@@ -78,6 +86,13 @@ class ArmCase(_Frozen):
     """Empty when the arm's data for this case are stored results (not re-executed)."""
     claims: ClaimStats | None = None
     stop_reasons: dict[str, int] = {}
+    model: ModelCost | None = None
+    """Tokens and cost measured by the gateway (None: no trial of the case was measured)."""
+    verify: VerifyCost | None = None
+    tampered: int = 0
+    """Trials with tampering (protected paths the agent changed: restored, flagged)."""
+    left_out: int = 0
+    """Trials whose agent added files under protected paths (left out; a neutral note)."""
 
 
 class CaseView(_Frozen):
@@ -99,7 +114,8 @@ class CaseView(_Frozen):
     baseline: ArmCase | None = None
     baseline_source: Literal["re-executed", "stored"] | None = None
     flags: tuple[str, ...] = ()
-    """Filter tags: regression, improvement, broken, flaky, failing, errors, critical."""
+    """Filter tags: regression, improvement, broken, flaky, failing, errors, critical,
+    tampering."""
     named_by: tuple[str, ...] = ()
     """Why the gate names this case: ``regression``, ``broken``, or the code of a reason
     whose data names it (``critical_case_broken``, …). Empty: the gate is silent on it."""
@@ -115,6 +131,10 @@ class ArmCost(_Frozen):
     usage: dict[str, float]
     """Agent-reported usage summed over attempts (tokens, cost, … as the agent named them)."""
     trials_with_usage: int
+    model: ModelCost | None = None
+    """Tokens and cost measured by the gateway (None: no trial was measured)."""
+    verify: VerifyCost | None = None
+    """Sandbox CPU and wall seconds of the verifier phases."""
 
 
 class ArmView(_Frozen):
@@ -185,6 +205,10 @@ class Evidence(_Frozen):
     claim_status: str | None
     claimed_success: bool | None
     paths: tuple[PathRef, ...]
+    tampering: tuple[str, ...] = ()
+    """Protected paths the agent changed (restored and flagged), over every attempt."""
+    left_out: tuple[str, ...] = ()
+    """Files the agent added under protected paths, left out of the verifier's tree."""
 
 
 class EvidenceGroup(_Frozen):
@@ -298,7 +322,7 @@ def _runs(records: Sequence[RunRecord]) -> tuple[float, ...]:
     )
 
 
-def _cost(records: Iterable[RunRecord]) -> ArmCost:
+def _cost(records: Sequence[RunRecord]) -> ArmCost:
     trials = attempts = with_usage = 0
     agent = verifier = 0.0
     usage: dict[str, float] = {}
@@ -318,7 +342,8 @@ def _cost(records: Iterable[RunRecord]) -> ArmCost:
         with_usage += used
     return ArmCost(trials=trials, attempts=attempts, agent_seconds=agent,
                    verifier_seconds=verifier, usage=dict(sorted(usage.items())),
-                   trials_with_usage=with_usage)  # fmt: skip
+                   trials_with_usage=with_usage, model=model_cost(records),
+                   verify=verify_cost(records))  # fmt: skip
 
 
 def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
@@ -356,6 +381,7 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         ("agent stderr", last.agent.stderr_blob if last.agent else None),
         ("candidate diff", last.diff_blob),
         ("candidate tree", last.candidate_blob),
+        *transcript_refs(last),
         ("feedback given", last.feedback_blob),
     ):
         ref = paths.blob(label, digest)
@@ -375,7 +401,8 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         attempts=_attempt_views(rec), stop_reason=rec.stop_reason,
         claim_status=claim.status if claim else None,
         claimed_success=claim.claimed_success if claim else None,
-        paths=tuple(refs),
+        paths=tuple(refs), tampering=ordered_union(rec.attempts, "tampering"),
+        left_out=ordered_union(rec.attempts, "left_out"),
     )  # fmt: skip
 
 
@@ -390,6 +417,8 @@ def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
         flags.append("failing")
     if any(s.infra_errors or s.evaluator_errors for s in sums):
         flags.append("errors")
+    if any(v.tampered for v in (view_c, view_b) if v is not None):
+        flags.append("tampering")
     return tuple(flags)
 
 
@@ -400,7 +429,10 @@ def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[R
         marks=marks,
         claims=claims,
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
-    )
+        model=model_cost(records), verify=verify_cost(records) if records else None,
+        tampered=sum(any(a.tampering for a in r.attempts) for r in records),
+        left_out=sum(any(a.left_out for a in r.attempts) for r in records),
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- building

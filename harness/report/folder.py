@@ -8,7 +8,8 @@
       junit.xml           CI test results (the candidate; ``baseline`` on request)
       summary.md          CI job summary
       report.json         the report as JSON (``harness schema report``)
-      files/<hex>.txt     logs, feedback and long diffs: copied from the store, capped
+      files/<hex>.txt     logs, feedback, long diffs and a failed trial's model transcript
+                          (requests and responses, key-free): copied from the store, capped
       records/<slug>.json run records of the judgment-lane trials
 
 The run record of every trial shown as evidence, and its diff when short, are in the
@@ -180,8 +181,11 @@ class _Copier:
             self._put(rel, text)
             self.files[ref.ref] = EvidenceFile(rel, len(text), False)
             return len(text)
-        if ref.label not in _COPIED_BLOBS:
+        transcript = ref.label.startswith("model ")
+        if ref.label not in _COPIED_BLOBS and not transcript:
             return 0
+        if transcript and budget <= 0:
+            return 0  # a transcript only within the trial's budget: the store has the rest
         try:
             data = self.store.get_blob(ref.ref)
         except StoreError:

@@ -425,6 +425,7 @@ def render_html(data: ReportData, files: Mapping[str, EvidenceFile] | None = Non
         "base": base_arm,
         "stored": data.arm("stored"),
         "scored_arms": [a for a in data.arms if a.key != "stored"],
+        "has_model": any(a.cost is not None and a.cost.model for a in data.arms),
         "fig_forest": forest_plot(data.arms),
         "fig_delta": delta_plot(data.cases),
         "fig_dist": distribution_plot(plot_arms) if plot_arms else None,

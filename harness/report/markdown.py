@@ -83,6 +83,7 @@ def render_markdown(data: ReportData, *, html_path: str | None = None) -> str:
             f"{_n(s.pass_at_k.mean)} | {_n(cl.attempts_used, 2) if cl else '—'} | "
             f"{_n(cl.claim_match_rate, 2) if cl else '—'} |"
         )
+    lines += _cost_lines(data)
     drift = data.decision.drift
     if drift is not None:
         state = "**DRIFT DETECTED**" if drift.detected else "reproduced within noise"
@@ -129,3 +130,20 @@ def render_markdown(data: ReportData, *, html_path: str | None = None) -> str:
     if html_path:
         lines += ["", f"Full report: {_code(html_path)}"]
     return "\n".join(lines) + "\n"
+
+
+def _cost_lines(data: ReportData) -> list[str]:
+    """One line per executed arm: measured model tokens and cost, verification CPU/wall."""
+    out: list[str] = []
+    for a in data.arms:
+        co = a.cost
+        if co is None or co.verify is None:
+            continue
+        model = ""
+        if co.model is not None:
+            model = (f"model {co.model.tokens:,} tokens ({co.model.input_tokens:,} in, "
+                     f"{co.model.output_tokens:,} out), cost {co.model.cost:.4f} · ")  # fmt: skip
+        v = co.verify
+        out.append(f"- cost of {_esc(a.title)}: {model}verification {v.cpu_s:.1f} s CPU / "
+                   f"{v.wall_s:.1f} s wall over {v.candidates} candidates")  # fmt: skip
+    return ["", *out] if out else []
