@@ -36,7 +36,7 @@ def _verdicts(root, backend: str, release: str) -> dict[str, str]:
     done = harness(
         root, "run", "--release", release, "--k", "2", "--backend", backend, "--no-report"
     )
-    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
     shown = json.loads(harness(root, "show", "--json").stdout)
     assert shown["release"]["backend"] == backend
     return {

@@ -157,7 +157,7 @@ def _run(root: Path, release: str, backend: str) -> dict:
     done = harness(
         root, "run", "--release", release, "--k", "1", "--backend", backend, "--no-report"
     )
-    assert done.returncode in (0, 3), done.stdout + done.stderr
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
     shown = json.loads(harness(root, "show", "--json").stdout)
     (trial,) = shown["trials"]
     return trial
