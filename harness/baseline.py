@@ -4,6 +4,12 @@
 re-execute the baseline system; ``records/`` holds its run records. At gate time the
 baseline system is re-run on the same case versions; the stored records are the fixed
 reference the re-run is checked against for drift.
+
+``transcripts/<hex>`` holds the model transcript the records refer to (every recorded
+request and response body of the gateway, one file per content digest), so
+``harness run --model-replay baseline:<name>`` can serve the baseline's responses without
+the local store. Their total size is capped at :data:`TRANSCRIPT_CAP` bytes per baseline:
+over the cap, promotion is refused (exit 2) and nothing is written.
 """
 
 from __future__ import annotations
@@ -19,15 +25,30 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from harness.digest import tree_digest
-from harness.errors import ConfigError, StoreError, StoreWriteError
+from harness.digest import digest_bytes, tree_digest
+from harness.errors import ConfigError, StoreError, StoreIntegrityError, StoreWriteError
 from harness.names import Name, check_name, inside
 from harness.project import Release
 from harness.records import PhaseRecord, ReleaseRecord, RunRecord
 from harness.sandbox.prune import owner_alive
 from harness.store import Store
 
-__all__ = ["Baseline", "BaselineFile", "load_baseline", "portable", "promote"]
+__all__ = [
+    "BASELINE_REPLAY",
+    "TRANSCRIPT_CAP",
+    "Baseline",
+    "BaselineFile",
+    "load_baseline",
+    "portable",
+    "promote",
+    "transcript_blobs",
+]
+
+TRANSCRIPT_CAP = 50 * 1024 * 1024
+"""Most bytes of recorded model transcript one baseline keeps (50 MiB)."""
+TRANSCRIPTS = "transcripts"
+BASELINE_REPLAY = "baseline:"
+"""Prefix of ``--model-replay baseline:NAME``: replay a promoted baseline's transcript."""
 
 
 class BaselineFile(BaseModel):
@@ -86,6 +107,27 @@ class Baseline:
                 "so the system the baseline measured cannot be re-executed"
             )
 
+    def transcript(self, digest: str) -> bytes:
+        """Return a recorded request or response body kept under ``transcripts/``.
+
+        Raises:
+            StoreIntegrityError: the file is missing or its content has another digest.
+        """
+        hexd = digest.split(":", 1)[-1]
+        if self.folder is None or len(hexd) != 64 or hexd.strip("0123456789abcdef"):
+            raise StoreIntegrityError(f"baseline {self.file.name!r} has no transcript {digest}")
+        path = self.folder / TRANSCRIPTS / hexd
+        try:
+            data = path.read_bytes()
+        except OSError:
+            raise StoreIntegrityError(
+                f"transcript {digest} of baseline {self.file.name!r} is missing ({path}); "
+                "re-promote the baseline"
+            ) from None
+        if digest_bytes(data) != digest:
+            raise StoreIntegrityError(f"transcript {digest} is corrupt ({path})")
+        return data
+
     def stale(self, why: str) -> ConfigError:
         """Build the error for a baseline that cannot be re-executed (re-promotion hint)."""
         name = self.file.name
@@ -133,6 +175,32 @@ def portable(rec: RunRecord) -> RunRecord:
     return rec.model_copy(update={"attempts": attempts})
 
 
+def transcript_blobs(records: list[RunRecord]) -> list[str]:
+    """Return the request and response blobs of every recorded model call of ``records``."""
+    out: set[str] = set()
+    for rec in records:
+        for a in rec.attempts:
+            for c in a.model.calls if a.model is not None else ():
+                out.add(c.request_blob)
+                if c.response_blob:
+                    out.add(c.response_blob)
+    return sorted(out)
+
+
+def _transcripts(store: Store, run_id: str, records: list[RunRecord]) -> dict[str, bytes]:
+    """Read (and verify) the run's transcript blobs, refusing a total over the cap."""
+    digests = transcript_blobs(records)
+    size = sum(store.blob_path(d).stat().st_size for d in digests if store.blob_path(d).is_file())
+    if size > TRANSCRIPT_CAP:
+        raise ConfigError(
+            f"run {run_id}'s recorded model transcript is {size} bytes ({size / 2**20:.1f} MiB), "
+            f"over the cap of {TRANSCRIPT_CAP} bytes a baseline keeps; promote a run with fewer "
+            "trials (a smaller --k or fewer cases)",
+            field="RUN",
+        )
+    return {d: store.get_blob(d) for d in digests}
+
+
 def _sweep_dead_promotions(baselines_dir: Path) -> None:
     """Remove the half-built folders of promotions killed before their final rename."""
     for d in baselines_dir.glob(".promote-p*-*"):
@@ -144,11 +212,11 @@ def _sweep_dead_promotions(baselines_dir: Path) -> None:
 def promote(
     store: Store, run_id: str, name: str, baselines_dir: Path, *, force: bool = False
 ) -> Path:
-    """Copy run ``run_id`` into ``baselines/<name>/``.
+    """Copy run ``run_id`` into ``baselines/<name>/``, its model transcript included.
 
     Raises:
-        ConfigError: ``name`` is not a safe name, or the baseline exists and ``force``
-            is not given.
+        ConfigError: ``name`` is not a safe name, the baseline exists and ``force``
+            is not given, or the transcript exceeds :data:`TRANSCRIPT_CAP`.
         StoreError: the run has not finished, is invalid or has no trials.
         StoreIntegrityError: a record or blob of the run changed since it was committed.
         StoreWriteError: the baseline folder cannot be written (nothing is left half-written).
@@ -175,6 +243,7 @@ def promote(
             field="--name",
         )
     head = store.manifest(run_id)[-1].head
+    transcripts = _transcripts(store, run_id, records)
     tmp: Path | None = None
     try:
         baselines_dir.mkdir(parents=True, exist_ok=True)
@@ -189,6 +258,10 @@ def promote(
             (tmp / "records" / f"{rec.key.slug()}.json").write_text(
                 portable(rec).model_dump_json(indent=2)
             )
+        if transcripts:
+            (tmp / TRANSCRIPTS).mkdir()
+        for digest, data in transcripts.items():
+            (tmp / TRANSCRIPTS / digest.split(":", 1)[-1]).write_bytes(data)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(tmp, dest)

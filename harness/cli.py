@@ -133,9 +133,10 @@ def main() -> None:
 @click.option(
     "--model-replay",
     default=None,
-    metavar="RUN",
-    help="Serve the model's responses recorded by RUN (upstream stopped); a request that "
-    "differs is infra_error. Measures drift at no model cost; not a fresh model sample.",
+    metavar="RUN|baseline:NAME",
+    help="Serve the model's responses recorded by RUN, or kept by a promoted baseline with "
+    "baseline:NAME (upstream stopped); a request that differs is infra_error. Measures "
+    "drift at no model cost; not a fresh model sample.",
 )
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")

@@ -12,16 +12,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.baseline import Baseline
 from harness.errors import ConfigError
 from harness.gateway import RecordedCall, request_key
 from harness.records import Arm, Outcome, RunRecord
 from harness.store import Store
 
-__all__ = ["VerdictFlip", "recorded_calls", "recorded_candidates", "verdict_flips"]
+__all__ = [
+    "VerdictFlip",
+    "baseline_calls",
+    "recorded_calls",
+    "recorded_candidates",
+    "verdict_flips",
+]
 
 
 class VerdictFlip(BaseModel):
@@ -66,8 +73,32 @@ def recorded_calls(store: Store, run_id: str) -> dict[str, list[RecordedCall]]:
     Raises:
         StoreError: a recorded blob is missing or corrupt.
     """
+    return _calls(store.trials(run_id), store.get_blob)
+
+
+def baseline_calls(baseline: Baseline) -> dict[str, list[RecordedCall]]:
+    """Return the recorded calls a promoted baseline kept, for both arms of a gated run.
+
+    The baseline's (candidate) trials are offered under the candidate *and* the baseline
+    arm's labels: ``--model-replay baseline:NAME`` re-executes the baseline system on the
+    responses it was promoted with, and a candidate that asks the same gets the same.
+
+    Raises:
+        StoreIntegrityError: a transcript file is missing or corrupt.
+    """
+    out = _calls(baseline.records, baseline.transcript)
+    for label, calls in list(out.items()):
+        arm, _, rest = label.partition("--")
+        if arm == Arm.CANDIDATE.value:
+            out.setdefault(f"{Arm.BASELINE.value}--{rest}", calls)
+    return out
+
+
+def _calls(
+    trials: Iterable[RunRecord], get_blob: Callable[[str], bytes]
+) -> dict[str, list[RecordedCall]]:
     out: dict[str, list[RecordedCall]] = {}
-    for t in store.trials(run_id):
+    for t in trials:
         k = t.key
         for a in t.attempts:
             if a.model is None:
@@ -78,8 +109,8 @@ def recorded_calls(store: Store, run_id: str) -> dict[str, list[RecordedCall]]:
             )
             out[label] = [
                 RecordedCall(
-                    request_key=request_key(store.get_blob(c.request_blob)),
-                    response=store.get_blob(c.response_blob or ""),
+                    request_key=request_key(get_blob(c.request_blob)),
+                    response=get_blob(c.response_blob or ""),
                     status=c.status,
                     stream=c.stream,
                 )

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from harness import __version__
-from harness.baseline import Baseline, load_baseline
+from harness.baseline import BASELINE_REPLAY, Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
@@ -449,9 +449,12 @@ def check_system_unchanged(
 
 @contextmanager
 def model_gateway(
-    plan: PlannedRun, store: Store, *, executor: str = "local"
+    plan: PlannedRun, store: Store, *, executor: str = "local", baselines_dir: Path | None = None
 ) -> Iterator[object | None]:
     """Serve the run's model gateway while trials run (nothing when no arm calls a model).
+
+    ``--model-replay RUN`` serves a run of the store; ``--model-replay baseline:NAME`` the
+    transcript kept by baseline ``NAME`` (under ``baselines_dir``).
 
     Checked before the first trial: every upstream's key variable is set (unless the run
     replays recorded responses), and the executor runs trials in this process.
@@ -478,9 +481,14 @@ def model_gateway(
         check_keys(upstreams)
     gateway = Gateway(replay_only=source is not None)
     if source is not None:
-        from harness.replay import recorded_calls
+        from harness.replay import baseline_calls, recorded_calls
 
-        for label, calls in recorded_calls(store, store.resolve_run(source)).items():
+        if source.startswith(BASELINE_REPLAY) and baselines_dir is not None:
+            name = source.removeprefix(BASELINE_REPLAY)
+            found = baseline_calls(load_baseline(baselines_dir, name))
+        else:
+            found = recorded_calls(store, store.resolve_run(source))
+        for label, calls in found.items():
             gateway.add_replay(label, calls, source)
     with gateway.serving():
         yield gateway
@@ -617,7 +625,9 @@ def run_release(
         model_replay=request.model_replay,
     )
     gateway = ExitStack()  # checks key variables and the executor before anything is stored
-    gateway.enter_context(model_gateway(plan, store, executor=request.executor))
+    gateway.enter_context(
+        model_gateway(plan, store, executor=request.executor, baselines_dir=project.baselines_dir)
+    )
     try:
         removed = sweep_orphans(plan.record.backend)
         if removed:
