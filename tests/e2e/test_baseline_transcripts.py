@@ -72,7 +72,7 @@ def test_replay_of_a_tampered_or_unknown_baseline_is_refused(tmp_path, monkeypat
         root, "run", "--release", "tool", "--k", "1", "--no-report",
         "--model-replay", "baseline:modelled",
     )  # fmt: skip
-    assert done.returncode != 0 and "corrupt" in done.stderr, done.stdout + done.stderr
+    assert done.returncode == 4 and "corrupt" in done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
 
 
