@@ -29,7 +29,7 @@ from harness.digest import digest_file, digest_json, short, tree_digest
 from harness.env.build import cache_root, uv_binary
 from harness.env.lock import read_lock
 from harness.env.model import ENV_MOUNT_ROOT, BuiltEnv, EnvSource
-from harness.env.probe import PROBE, env_digest, parse_probe
+from harness.env.probe import PROBE, env_digest, fingerprint, parse_probe
 from harness.errors import CaseError, ConfigError, InfraError, SandboxUnavailableError
 from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image
 
@@ -39,6 +39,7 @@ __all__ = [
     "build_case_image",
     "build_env_image",
     "case_image_tag",
+    "export_env",
     "fetch_wheels",
 ]
 
@@ -246,6 +247,49 @@ def build_env_image(client: Any, base_image: str, src: EnvSource) -> tuple[str, 
     return str(image.id), built
 
 
+def export_env(client: Any, image_id: str, built: BuiltEnv) -> BuiltEnv:
+    """Copy environment ``built`` out of its image layer ``image_id`` to a host prefix.
+
+    An agent environment must be present in the agent phase only, so it cannot be a layer
+    of the case image (the verifier runs there too): it is built as a layer over the base
+    image (for that image's interpreter), copied once to
+    ``<cache>/docker-envs/<image id>`` and mounted read-only like a local environment.
+    The returned environment has that host prefix and its stat fingerprint (checked before
+    each trial); the digest is the one probed in the image.
+
+    Raises:
+        InfraError: the engine failed to export the layer.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    root = cache_root() / "docker-envs"
+    final = root / short(image_id)
+    meta = root / f"{short(image_id)}.json"
+    if final.is_dir() and meta.is_file():
+        return BuiltEnv.model_validate_json(meta.read_bytes())
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".export-p{os.getpid()}-"))
+    ctr = None
+    try:
+        with engine_errors(f"exporting {built.mount} from {short(image_id)}", "image_build_failed"):
+            ctr = client.containers.create(image_id, ["true"], labels={LABEL: "1"})
+            stream, _ = ctr.get_archive(built.mount)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+                tar.extractall(tmp, filter="tar")  # our own image; keeps absolute symlinks
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp / Path(built.mount).name, final)
+        out = built.model_copy(update={"prefix": str(final), "fingerprint": fingerprint(final)})
+        meta.write_text(out.model_dump_json())
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if ctr is not None:
+            with engine_errors("removing the export container", "image_build_failed"):
+                ctr.remove(force=True)
+
+
 def _install_env(ctr: Any, src: EnvSource, inputs: str, tag: str) -> BuiltEnv:
     info = json.loads(_exec(ctr, ["python3", "-I", "-c", _IMAGE_PROBE], f"{tag}: probing python3"))
     if not SpecifierSet(src.spec.python).contains(info["version"], prereleases=True):
@@ -341,10 +385,11 @@ def fetch_wheels(src: EnvSource, info: dict[str, Any]) -> Path:
     from harness import _proc
 
     machine, (libc, libc_version) = info["machine"], info["libc"]
-    platforms = [
-        f"{'manylinux' if libc == 'glibc' else 'linux'}_{libc_version.replace('.', '_')}_{machine}",
-        f"linux_{machine}",
-    ]
+    platforms = [f"linux_{machine}"]
+    if libc == "glibc":  # pip does not widen --platform: name every older manylinux too
+        major, minor = (int(x) for x in libc_version.split(".")[:2])
+        platforms[:0] = [f"manylinux_{major}_{m}_{machine}" for m in range(minor, 4, -1)]
+        platforms[-1:-1] = [f"manylinux{t}_{machine}" for t in ("2014", "2010", "1")]
     dest = cache_root() / "wheels" / short(digest_json([digest_file(src.lock_path), info]), 24)
     dest.mkdir(parents=True, exist_ok=True)
     argv = [

@@ -137,8 +137,8 @@ def phase_view(
     """Return the sealed view of one phase.
 
     The case environment is first on ``PATH``; in the agent phase the agent environment is
-    also mounted at its fixed path. ``in_image``: the image already holds the environments
-    (docker layers), so nothing is mounted.
+    also mounted at its fixed path. ``in_image``: the image already holds the case
+    environment (a docker layer), so it is not mounted; the agent environment always is.
     """
     mounts: list[ViewMount] = []
     prefix: list[str] = []
@@ -149,7 +149,7 @@ def phase_view(
         prefix.append(f"{case_env.mount}/bin")
         env["VIRTUAL_ENV"] = case_env.mount
     if phase == "agent" and agent_env is not None:
-        if not in_image:
+        if agent_env.prefix:  # a host prefix (on docker too: copied out of its layer)
             mounts.append(ViewMount(source=agent_env.prefix, target=AGENT_ENV_PATH))
         env["HARNESS_AGENT_ENV"] = AGENT_ENV_PATH
     if not (mounts or prefix or env):
@@ -207,33 +207,32 @@ def prepare_for_backend(
 ) -> tuple[PreparedEnvs, dict[str, str]]:
     """Environments for ``backend``, and per case the image to build the case image on.
 
-    Local: prefixes on the host (:func:`prepare_envs`). Docker: each distinct environment
-    is an image layer over the case's base image (:func:`harness.images.build_env_image`);
-    the case image is then built on top of it, so the returned mapping is case id → base.
+    Local: prefixes on the host (:func:`prepare_envs`). Docker: each distinct case
+    environment is an image layer over the case's base image
+    (:func:`harness.images.build_env_image`); the case image is then built on top of it, so
+    the returned mapping is case id → base. An agent environment is built as a layer over
+    the default base image (its ``/usr/bin/python3``) and copied out to a host prefix
+    (:func:`harness.images.export_env`): it is mounted in the agent phase only, like on
+    the local backend, never baked into the case image the verifier also runs in.
 
     Raises:
-        ConfigError: bad environment input; on docker, an agent environment (not supported
-            there yet) or a case whose two phases name different images.
+        ConfigError: bad environment input; on docker, a case whose two phases name
+            different images.
         InfraError: the index is unreachable or a build failed.
     """
     if backend != "docker":
         return prepare_envs(project, cases, releases, verify=verify), {}
-    for name, release in releases.items():
-        src = agent_env_source(project, name, release)
-        if src is not None:
-            raise ConfigError(
-                "agent environments are not supported on the docker backend yet "
-                "(run with --backend local)",
-                file=src.file,
-                field=src.field,
-            )
-    from harness.images import build_env_image
+    from harness.images import build_env_image, export_env
     from harness.sandbox.docker import DEFAULT_IMAGE, connect
 
     out, bases = PreparedEnvs(), {}
     built: dict[tuple[str, Path, str], tuple[str, BuiltEnv]] = {}
     client = connect()
     try:
+        for name, release in releases.items():
+            src = agent_env_source(project, name, release)
+            if src is not None:  # for the base image's python3, mounted in the agent phase
+                out.agents[name] = export_env(client, *build_env_image(client, DEFAULT_IMAGE, src))
         for lc in cases:
             src = case_env_source(project, lc)
             if src is None:

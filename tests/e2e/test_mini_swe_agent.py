@@ -27,6 +27,20 @@ CASE = "join-minimal-quoting"
 KEY = "sk-mini-real-key-0b7c66e1"
 PATCH = (REPO / "cases" / CASE / "reference.patch").read_text()
 FIX = ["ls", f"patch -p1 <<'PATCH_EOF'\n{PATCH}PATCH_EOF"]
+
+
+def _written_fix(tmp_path: Path) -> list[str]:
+    """The fix as files written by heredoc: the docker base image has no ``patch``."""
+    repo = tmp_path / "fixed"
+    shutil.copytree(REPO / "cases" / CASE / "repo", repo)
+    subprocess.run(["patch", "-s", "-p1"], input=PATCH, text=True, cwd=repo, check=True)
+    writes = [
+        f"cat > {rel} <<'HARNESS_FIX_EOF'\n{(repo / rel).read_text()}HARNESS_FIX_EOF"
+        for rel in ("fieldkit/records.py", "tests/test_records.py")
+    ]
+    return ["ls", "\n".join(writes)]
+
+
 BOTCH = ["ls", "sed -i 's/return dialect.delimiter.join(out)/return \"\"/' fieldkit/records.py"]
 
 
@@ -72,17 +86,26 @@ def upstream() -> Iterator[ScriptedUpstream]:
         yield up
 
 
-@pytest.fixture(params=["local"])
-def backend(request: pytest.FixtureRequest) -> str:
-    # Docker is not listed yet: with a case image the agent environment is not mounted
-    # (harness.env.plan.phase_view assumes the image holds it; case images do not).
-    return str(request.param)
+@pytest.fixture
+def backend() -> str:
+    return "local"
 
 
-def test_fixing_script_passes_with_metered_usage(tmp_path, upstream, backend):
+BOTH = pytest.mark.parametrize(
+    "any_backend", ["local", pytest.param("docker", marks=pytest.mark.docker)]
+)
+
+
+@BOTH
+def test_fixing_script_passes_with_metered_usage(tmp_path, upstream, any_backend):
+    backend = any_backend
+    if backend == "docker":
+        upstream.script.commands = _written_fix(tmp_path)
     root = _project(tmp_path, upstream, backend)
     done, trial = _run(root)
     assert trial["verdict"]["outcome"] == "pass", done.stdout + done.stderr + json.dumps(trial)
+    shown = json.loads(_harness(root, "show", "--json").stdout)
+    assert shown["release"]["backend"] == backend
     assert done.returncode == 0
     model = trial["attempts"][-1]["model"]
     served = upstream.served
@@ -98,10 +121,12 @@ def test_fixing_script_passes_with_metered_usage(tmp_path, upstream, backend):
         assert leaks == []
 
 
-def test_botching_script_fails(tmp_path, upstream, backend):
+@BOTH
+def test_botching_script_fails(tmp_path, upstream, any_backend):
     upstream.script.commands = list(BOTCH)
-    _, trial = _run(_project(tmp_path, upstream, backend))
+    _, trial = _run(_project(tmp_path, upstream, any_backend))
     assert trial["verdict"]["outcome"] == "fail", json.dumps(trial["verdict"])
+    assert trial["verdict"]["failure_type"] == "test_failure", json.dumps(trial["verdict"])
 
 
 def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, upstream, backend):
