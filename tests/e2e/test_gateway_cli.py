@@ -170,15 +170,28 @@ def _model(shown: dict) -> dict:  # type: ignore[type-arg]
     return trial["attempts"][-1]["model"]  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("release", ["tool", "tool-stream"])
+DOCKER = pytest.param("docker", marks=pytest.mark.docker)
+BOTH = pytest.mark.parametrize("backend", ["local", DOCKER])
+"""The Done-when runs on both backends (docker fails, never skips, without an engine)."""
+
+
+@pytest.mark.parametrize(
+    ("release", "backend"),
+    [
+        ("tool", "local"),
+        ("tool-stream", "local"),
+        pytest.param("tool-stream", "docker", marks=pytest.mark.docker),
+    ],
+)
 def test_fixing_script_passes_metered_and_the_key_is_stored_nowhere(
-    tmp_path, monkeypatch, scripted_up, release
+    tmp_path, monkeypatch, scripted_up, release, backend
 ):
     monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
     root = _agent_project(tmp_path, scripted_up)
-    done = harness(root, "run", "--release", release, "--k", "1")
+    done = harness(root, "run", "--release", release, "--k", "1", "--backend", backend)
     assert done.returncode == 0, done.stdout + done.stderr
     shown = _shown(root)
+    assert shown["release"]["backend"] == backend
     assert shown["trials"][0]["verdict"]["outcome"] == "pass"
     model = _model(shown)
     served = scripted_up.served
@@ -206,23 +219,31 @@ def test_botching_script_fails(tmp_path, monkeypatch, scripted_up):
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "test_failure")
 
 
-def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, monkeypatch, scripted_up):
+@BOTH
+def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, monkeypatch, scripted_up, backend):
     monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
     scripted_up.script.commands = ["ls", "ls", "ls", "ls", *FIX]
     root = _agent_project(tmp_path, scripted_up, limits="limits: {turns: 3}\n")
-    harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
+    harness(root, "run", "--release", "tool", "--k", "1", "--no-report", "--backend", backend)
     shown = _shown(root)
+    assert shown["release"]["backend"] == backend
     verdict = shown["trials"][0]["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
     assert len(scripted_up.served) == 3 and _model(shown)["turns"] == 3
 
 
-def test_upstream_500_is_infra_error_and_blocks_the_run(tmp_path, monkeypatch, scripted_up):
+@BOTH
+def test_upstream_500_is_infra_error_and_blocks_the_run(
+    tmp_path, monkeypatch, scripted_up, backend
+):
     monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
     scripted_up.script.fault = "500"
     root = _agent_project(tmp_path, scripted_up)
-    done = harness(root, "run", "--release", "tool", "--k", "1", "--no-report")
+    argv = ("run", "--release", "tool", "--k", "1", "--no-report", "--backend", backend)
+    done = harness(root, *argv)
     assert done.returncode == 4, done.stdout + done.stderr  # blocked
-    verdict = _shown(root)["trials"][0]["verdict"]
+    shown = _shown(root)
+    assert shown["release"]["backend"] == backend
+    verdict = shown["trials"][0]["verdict"]
     assert verdict["outcome"] == "infra_error" and "answered 500" in verdict["reason"]
     assert len(scripted_up.served) == 2  # the call and its one bounded retry

@@ -86,12 +86,7 @@ def upstream() -> Iterator[ScriptedUpstream]:
         yield up
 
 
-@pytest.fixture
-def backend() -> str:
-    return "local"
-
-
-BOTH = pytest.mark.parametrize(
+BOTH = pytest.mark.parametrize(  # docker fails, never skips, without an engine
     "any_backend", ["local", pytest.param("docker", marks=pytest.mark.docker)]
 )
 
@@ -129,16 +124,18 @@ def test_botching_script_fails(tmp_path, upstream, any_backend):
     assert trial["verdict"]["failure_type"] == "test_failure", json.dumps(trial["verdict"])
 
 
-def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, upstream, backend):
+@BOTH
+def test_turn_budget_of_3_stops_a_5_turn_script(tmp_path, upstream, any_backend):
     upstream.script.commands = ["ls", "ls", "ls", "ls", *FIX]
-    _, trial = _run(_project(tmp_path, upstream, backend, turns=3))
+    _, trial = _run(_project(tmp_path, upstream, any_backend, turns=3))
     verdict = trial["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
     assert len(upstream.served) == 3
 
 
-def test_upstream_500_is_infra_error_and_blocks(tmp_path, upstream, backend):
+@BOTH
+def test_upstream_500_is_infra_error_and_blocks(tmp_path, upstream, any_backend):
     upstream.script.fault = "500"
-    done, trial = _run(_project(tmp_path, upstream, backend))
+    done, trial = _run(_project(tmp_path, upstream, any_backend))
     assert trial["verdict"]["outcome"] == "infra_error", json.dumps(trial["verdict"])
     assert done.returncode == 4, done.stdout + done.stderr
