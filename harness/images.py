@@ -31,7 +31,7 @@ from harness.env.lock import read_lock
 from harness.env.model import ENV_MOUNT_ROOT, BuiltEnv, EnvSource
 from harness.env.probe import PROBE, env_digest, fingerprint, parse_probe
 from harness.errors import CaseError, ConfigError, InfraError, SandboxUnavailableError
-from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image
+from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image, owner_labels
 
 __all__ = [
     "CASE_REPOSITORY",
@@ -119,7 +119,7 @@ def build_case_image(client: Any, base_image: str, case_dir_tree: Path, case_dig
     with engine_errors(f"building {tag} from {base_image}", "image_build_failed"):
         try:
             ctr = client.containers.create(
-                base.id, ["true"], labels={LABEL: "1"}, network_mode="none"
+                base.id, ["true"], labels={LABEL: "1", **owner_labels()}, network_mode="none"
             )
             if not ctr.put_archive("/", _tree_tar(case_dir_tree)):
                 raise SandboxUnavailableError(
@@ -220,7 +220,7 @@ def build_env_image(client: Any, base_image: str, src: EnvSource) -> tuple[str, 
                 entrypoint=["sleep"],
                 detach=True,
                 network_mode="none",
-                labels={LABEL: "1", "harness.role": "env-build"},
+                labels={LABEL: "1", "harness.role": "env-build", **owner_labels()},
                 user="0",
             )
             built = _install_env(ctr, src, inputs, tag)
@@ -274,7 +274,9 @@ def export_env(client: Any, image_id: str, built: BuiltEnv) -> BuiltEnv:
     ctr = None
     try:
         with engine_errors(f"exporting {built.mount} from {short(image_id)}", "image_build_failed"):
-            ctr = client.containers.create(image_id, ["true"], labels={LABEL: "1"})
+            ctr = client.containers.create(
+                image_id, ["true"], labels={LABEL: "1", **owner_labels()}
+            )
             stream, _ = ctr.get_archive(built.mount)
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
                 tar.extractall(tmp, filter="tar")  # our own image; keeps absolute symlinks

@@ -4,8 +4,9 @@ Everything here talks to the engine as a whole, not to one session: :func:`conne
 checked client, :func:`find_image` looks an image up, :func:`engine_errors` (``_engine``)
 is the single boundary that turns the SDK's, ``requests``' and the socket's exceptions into
 :class:`~harness.errors.SandboxUnavailableError`, and :func:`prune` sweeps the
-harness-labelled containers and volumes left behind. :mod:`harness.sandbox.docker`
-re-exports every public name.
+harness-labelled containers and volumes left behind by dead owners: every object the
+harness creates carries :func:`owner_labels` (host, pid, boot id) for that.
+:mod:`harness.sandbox.docker` re-exports every public name.
 """
 
 from __future__ import annotations
@@ -17,21 +18,27 @@ import re
 import socket
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import SandboxUnavailableError
 from harness.sandbox._docker_sdk import docker, requests
+from harness.sandbox.prune import owner_alive
 
 __all__ = [
+    "BOOT_LABEL",
     "DEFAULT_IMAGE",
     "LABEL",
+    "OWNER_LABEL",
     "SEED_LABEL",
     "PruneReport",
     "connect",
     "engine_errors",
     "find_image",
+    "owner_labels",
+    "owner_state",
     "prune",
 ]
 
@@ -122,6 +129,8 @@ class PruneReport(BaseModel):
     """Names of removed containers."""
     volumes: tuple[str, ...] = ()
     """Names of removed volumes."""
+    unknown: int = 0
+    """Containers and volumes kept because their owner cannot be judged from this host."""
 
 
 def _created(text: str) -> float:
@@ -135,32 +144,55 @@ def _created(text: str) -> float:
     return stamp.timestamp() + frac
 
 
-def _owner_dead(owner: str) -> bool:
-    host, _, pid = owner.rpartition(":")
+OWNER_LABEL = "harness.owner"
+"""``<hostname>:<pid>`` of the harness process that created an object."""
+BOOT_LABEL = "harness.owner.boot"
+"""The kernel's boot id when the object was created (a pid means nothing after a reboot)."""
+
+
+def _boot_id() -> str:
+    with contextlib.suppress(OSError):
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return ""
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels naming this process as the owner of an engine object (see :func:`prune`)."""
+    return {OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}", BOOT_LABEL: _boot_id()}
+
+
+def owner_state(labels: Mapping[str, str], created: float) -> str:
+    """``alive``, ``dead`` or ``unknown``: the owner of an object created at ``created``.
+
+    Dead: the owner ran on this host and its pid is gone, belongs to a process started
+    after the object was created (reused), or belongs to an earlier boot. Unknown: no
+    owner label (an older harness) or another host's process, which this host cannot see.
+    """
+    host, _, pid = labels.get(OWNER_LABEL, "").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+        return "unknown"
+    boot = labels.get(BOOT_LABEL)
+    if boot and boot != _boot_id():
+        return "dead"
+    return "alive" if owner_alive(int(pid), created or None) else "dead"
 
 
 def prune(
     client: Any | None = None,
     older_than: float | dt.timedelta | None = None,
     *,
-    orphans_only: bool = False,
+    orphans_only: bool = True,
     run_id: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> PruneReport:
     """Remove harness-labelled containers and volumes left behind (``harness sandbox prune``).
 
-    ``older_than`` (seconds or a timedelta) keeps anything younger; ``orphans_only`` removes
-    only what belongs to a dead ``harness`` process on this host (safe at the start of a run
-    while other runs are alive); ``run_id`` limits the sweep to one run's objects. With none
-    of these, every harness-labelled object goes.
+    By default only orphans go: objects whose owner (:func:`owner_state`) is dead, so a
+    sweep never touches a live run's sandboxes. ``orphans_only=False`` removes every
+    matching object, live or of unknown owner. ``older_than`` (seconds or a timedelta)
+    keeps anything younger; ``run_id`` and ``labels`` restrict the sweep to objects that
+    carry ``harness.run=<run_id>`` and every ``labels`` pair. What stays because its owner
+    cannot be judged is counted in :attr:`PruneReport.unknown`.
 
     Raises:
         SandboxUnavailableError: the engine cannot be reached or refuses the removal.
@@ -169,13 +201,21 @@ def prune(
     client = client if client is not None else connect()
     age = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
     now = time.time()
+    unknown = 0
 
     def doomed(labels: Mapping[str, str], created: str) -> bool:
-        if age is not None and now - _created(created) < age:
+        nonlocal unknown
+        made = _created(created)
+        if age is not None and now - made < age:
             return False
-        return not orphans_only or _owner_dead(labels.get("harness.owner", ""))
+        if not orphans_only:
+            return True
+        state = owner_state(labels, made)
+        unknown += state == "unknown"
+        return state == "dead"
 
-    flt = {"label": [f"{LABEL}=1", *([f"harness.run={run_id}"] if run_id else [])]}
+    wanted = {**(labels or {}), **({"harness.run": run_id} if run_id else {})}
+    flt = {"label": [f"{LABEL}=1", *(f"{k}={v}" for k, v in wanted.items())]}
     gone_c: list[str] = []
     gone_v: list[str] = []
     with _engine("pruning harness containers"):
@@ -194,4 +234,6 @@ def prune(
                 except docker.errors.APIError as exc:
                     if exc.status_code != 409:  # 409: still in use by a live session
                         raise
-    return PruneReport(containers=tuple(sorted(gone_c)), volumes=tuple(sorted(gone_v)))
+    return PruneReport(
+        containers=tuple(sorted(gone_c)), volumes=tuple(sorted(gone_v)), unknown=unknown
+    )

@@ -57,8 +57,10 @@ from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import (
     _ENGINE_ERRORS,
+    BOOT_LABEL,
     DEFAULT_IMAGE,
     LABEL,
+    OWNER_LABEL,
     SEED_LABEL,
     PruneReport,
     _engine,
@@ -66,6 +68,8 @@ from harness.sandbox._docker_engine import (
     connect,
     engine_errors,
     find_image,
+    owner_labels,
+    owner_state,
     prune,
 )
 from harness.sandbox._docker_engine import _created as _created  # tests import it here
@@ -85,8 +89,10 @@ from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK  # noqa: F401  
 from harness.sandbox.classify import Evidence, classify
 
 __all__ = [
+    "BOOT_LABEL",
     "DEFAULT_IMAGE",
     "LABEL",
+    "OWNER_LABEL",
     "SEED_LABEL",
     "DockerSandbox",
     "DockerSession",
@@ -94,6 +100,8 @@ __all__ = [
     "connect",
     "engine_errors",
     "find_image",
+    "owner_labels",
+    "owner_state",
     "prune",
 ]
 
@@ -135,7 +143,8 @@ class DockerSandbox:
     """The ``docker`` backend (docker SDK for Python); see the module docstring.
 
     ``client`` defaults to :func:`connect` (``DOCKER_HOST`` and friends are honoured);
-    ``run_id`` labels every object of this run so :func:`prune` can sweep it.
+    ``run_id`` labels every object of this run; with :func:`owner_labels` it lets
+    :func:`prune` find what a dead run left behind.
     """
 
     name = "docker"
@@ -271,7 +280,7 @@ class DockerSession:
             "harness.run": backend.run_id,
             "harness.session": self._sid,
             "harness.label": label[:200],
-            "harness.owner": f"{socket.gethostname()}:{os.getpid()}",
+            **owner_labels(),
         }
         self._volumes: list[Any] = []
         self._containers: dict[str, Any] = {}

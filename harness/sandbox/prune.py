@@ -9,6 +9,8 @@ staging, case-image build trees, and sessions (their processes died with bwrap's
 orphans before starting, so a ``kill -9`` never accumulates leftovers; ``harness sandbox
 prune`` does it on demand. A live owner's folders are never touched; a pid that was
 reused by a process started after the folder was last changed does not count as alive.
+Docker containers and volumes carry the same ownership as labels (host, pid, boot id;
+:func:`harness.sandbox.docker.owner_labels`) and are judged the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.errors import HarnessError
@@ -54,11 +57,12 @@ def _started_at(pid: int) -> float | None:
     return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def owner_alive(pid: int, folder: Path | None = None) -> bool:
-    """Whether process ``pid`` lives and could own ``folder``.
+def owner_alive(pid: int, made: Path | float | None = None) -> bool:
+    """Whether process ``pid`` lives and could own a thing ``made`` at a time.
 
-    A process that started after ``folder`` was last modified cannot have made it: its
-    pid was reused after the owner died.
+    ``made`` is a path (its modification time counts) or an epoch time. A process that
+    started after that time cannot have made the thing: its pid was reused after the
+    owner died.
     """
     if pid <= 0:
         return False
@@ -68,11 +72,12 @@ def owner_alive(pid: int, folder: Path | None = None) -> bool:
         return False
     except PermissionError:
         pass
-    if folder is not None:
+    if made is not None:
         started = _started_at(pid)
         with contextlib.suppress(OSError):
+            stamp = made.stat().st_mtime if isinstance(made, Path) else made
             # 2 s of slack: btime has 1 s resolution and clocks are coarse.
-            if started is not None and started > folder.stat().st_mtime + 2:
+            if started is not None and started > stamp + 2:
                 return False
     return True
 
@@ -129,16 +134,33 @@ def sweep_store_debris(root: Path) -> list[Path]:
     return removed
 
 
-def prune_all(*, docker: bool = True) -> list[str]:
-    """Prune local orphans and, when an engine is reachable, harness-labelled containers."""
+def prune_all(
+    *,
+    docker: bool = True,
+    everything: bool = False,
+    labels: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Prune local orphans and, when an engine is reachable, orphaned harness containers.
+
+    Containers and volumes go when their owner is dead (see
+    :func:`harness.sandbox.docker.owner_state`); ``everything`` also removes those of live
+    runs and of owners this host cannot judge. ``labels`` restricts the engine sweep to
+    objects carrying every pair. Local folders carry no labels and are always swept
+    orphans-only.
+    """
     lines = [f"removed local session {p}" for p in prune_local()]
     if docker:
         try:
             from harness.sandbox.docker import prune
 
-            report = prune()
-            lines += [f"removed container {c}" for c in getattr(report, "containers", ())]
-            lines += [f"removed volume {v}" for v in getattr(report, "volumes", ())]
+            report = prune(orphans_only=not everything, labels=labels)
+            lines += [f"removed container {c}" for c in report.containers]
+            lines += [f"removed volume {v}" for v in report.volumes]
+            if report.unknown:
+                lines.append(
+                    f"kept {report.unknown} container(s)/volume(s) whose owner cannot be "
+                    "judged here (another host, or made by an older harness); --all removes them"
+                )
         except HarnessError as exc:
             lines.append(f"docker: skipped ({exc})")
     if not lines:

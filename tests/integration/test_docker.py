@@ -302,8 +302,8 @@ def test_close_and_prune_leave_no_labelled_objects(client: Any, backend: DockerS
     leftover = DockerSandbox(client, run_id=run).open(_contract(), label="pytest")  # "killed"
     sid = leftover.container_names[0].split("-")[1]
     assert prune(client, older_than=3600, run_id=run).containers == ()  # too young
-    assert prune(client, orphans_only=True, run_id=run).containers == ()  # owner (us) alive
-    report = prune(client, run_id=run)
+    assert prune(client, run_id=run).containers == ()  # owner (us) alive
+    report = prune(client, orphans_only=False, run_id=run)
     assert report.containers == (f"harness-{sid}-holder",) and len(report.volumes) == 2
     assert not _mine(client, **{"harness.run": run})
     assert not client.volumes.list(filters={"label": f"harness.run={run}"})
