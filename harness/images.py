@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from harness.env.model import ENV_MOUNT_ROOT, BuiltEnv, EnvSource
 from harness.env.probe import PROBE, env_digest, fingerprint, parse_probe
 from harness.errors import CaseError, ConfigError, InfraError, SandboxUnavailableError
 from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image, owner_labels
+from harness.sandbox.prune import EXPORTS, lease
 
 __all__ = [
     "CASE_REPOSITORY",
@@ -257,19 +261,22 @@ def export_env(client: Any, image_id: str, built: BuiltEnv) -> BuiltEnv:
     The returned environment has that host prefix and its stat fingerprint (checked before
     each trial); the digest is the one probed in the image.
 
+    The export is leased to this process (:func:`harness.sandbox.prune.lease`):
+    ``harness sandbox prune`` removes it only once no live process holds a lease.
+
     Raises:
         InfraError: the engine failed to export the layer.
     """
-    import os
-    import shutil
-    import tempfile
+    root = cache_root() / EXPORTS
+    with lease(root, short(image_id)):  # kept from `sandbox prune` while this process lives
+        return _export(client, image_id, built, root)
 
-    root = cache_root() / "docker-envs"
+
+def _export(client: Any, image_id: str, built: BuiltEnv, root: Path) -> BuiltEnv:
     final = root / short(image_id)
     meta = root / f"{short(image_id)}.json"
     if final.is_dir() and meta.is_file():
         return BuiltEnv.model_validate_json(meta.read_bytes())
-    root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".export-p{os.getpid()}-"))
     ctr = None
     try:

@@ -10,25 +10,31 @@ orphans before starting, so a ``kill -9`` never accumulates leftovers; ``harness
 prune`` does it on demand. A live owner's folders are never touched; a pid that was
 reused by a process started after the folder was last changed does not count as alive.
 Docker containers and volumes carry the same ownership as labels (host, pid, boot id;
-:func:`harness.sandbox.docker.owner_labels`) and are judged the same way.
+:func:`harness.sandbox.docker.owner_labels`) and are judged the same way. Agent
+environments exported from images to the cache (:data:`EXPORTS`) are held by a
+:func:`lease` per process that uses them and go once no live process holds one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import HarnessError
 
 __all__ = [
+    "EXPORTS",
+    "lease",
     "owned_prefix",
     "owner_alive",
     "prune_all",
+    "prune_leased",
     "prune_local",
     "sweep_store_debris",
 ]
@@ -134,6 +140,83 @@ def sweep_store_debris(root: Path) -> list[Path]:
     return removed
 
 
+EXPORTS = "docker-envs"
+"""Cache folder of agent environments copied out of images (:func:`harness.images.export_env`)."""
+_LEASE = re.compile(r"^\.lease-([0-9a-f]{12})-p(\d+)$")
+_LEASED_ENTRY = re.compile(r"^([0-9a-f]{12})(\.json)?$")
+_EXPORT_TMP = re.compile(r"^\.export-p(\d+)-")
+
+
+@contextlib.contextmanager
+def _locked(root: Path, how: int) -> Iterator[bool]:
+    """Hold ``root/.lock`` with ``flock`` mode ``how``; yield False if it is busy (LOCK_NB)."""
+    with (root / ".lock").open("a") as fh:
+        try:
+            fcntl.flock(fh.fileno(), how)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def lease(root: Path, key: str) -> Iterator[None]:
+    """Mark cache entry ``root/<key>`` as used by this process, for this process's lifetime.
+
+    Inside the block the entry may be checked and (re)made: :func:`prune_leased` waits for
+    no one and skips the folder while the block holds ``root``'s lock shared. The lease
+    (``root/.lease-<key>-p<pid>``) stays after the block, so the entry is kept for as long
+    as this process lives; a dead process's lease no longer counts.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root, fcntl.LOCK_SH):
+        (root / f".lease-{key}-p{os.getpid()}").touch()
+        yield
+
+
+def _unleased(entry: Path, live: set[str]) -> bool:
+    m = _LEASED_ENTRY.match(entry.name)
+    if m:
+        return m.group(1) not in live
+    tmp = _EXPORT_TMP.match(entry.name)  # an export killed halfway
+    return tmp is not None and not owner_alive(int(tmp.group(1)), entry)
+
+
+def prune_leased(root: Path) -> list[Path]:
+    """Remove ``root``'s cache entries (``<key>``, ``<key>.json``) that no live process leases.
+
+    Also removes dead processes' leases and ``.export-p<pid>-…`` temp folders. Returns the
+    removed entries; nothing when ``root`` is busy (someone holds :func:`lease`).
+    """
+    if not root.is_dir():
+        return []
+    removed: list[Path] = []
+    with _locked(root, fcntl.LOCK_EX | fcntl.LOCK_NB) as got:
+        if not got:
+            return []
+        live: set[str] = set()
+        for entry in sorted(root.iterdir()):
+            m = _LEASE.match(entry.name)
+            if m and owner_alive(int(m.group(2)), entry):
+                live.add(m.group(1))
+            elif m:
+                entry.unlink(missing_ok=True)
+        # The description first: a half-removed folder without it is rebuilt, never trusted.
+        for entry in sorted(root.iterdir(), key=lambda p: not p.name.endswith(".json")):
+            if not _unleased(entry, live):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            if not entry.exists():
+                removed.append(entry)
+    return removed
+
+
 def prune_all(
     *,
     docker: bool = True,
@@ -148,7 +231,11 @@ def prune_all(
     objects carrying every pair. Local folders carry no labels and are always swept
     orphans-only.
     """
+    from harness.env.build import cache_root
+
     lines = [f"removed local session {p}" for p in prune_local()]
+    exports = prune_leased(cache_root() / EXPORTS)
+    lines += [f"removed exported environment {p}" for p in exports if p.suffix != ".json"]
     if docker:
         try:
             from harness.sandbox.docker import prune

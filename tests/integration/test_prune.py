@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
+from harness.env.model import BuiltEnv, EnvIdentity
 from harness.errors import SandboxUnavailableError
+from harness.images import export_env
 from harness.sandbox.docker import (
     BOOT_LABEL,
     DEFAULT_IMAGE,
@@ -161,3 +163,91 @@ def test_owner_state_judges_host_boot_pid_and_reuse(live_pid: int) -> None:
     assert state(f"another-host:{live_pid}") == "unknown"
     assert state("not-an-owner") == "unknown"
     assert owner_state({}, now) == "unknown"
+
+
+_EXPORT = """
+import json, sys
+from harness.env.model import BuiltEnv
+from harness.images import export_env
+from harness.sandbox.docker import connect
+client = connect()
+out = export_env(client, sys.argv[1], BuiltEnv.model_validate_json(sys.argv[2]))
+print(out.prefix)
+client.close()
+"""
+
+
+@pytest.fixture
+def env_image(client: Any, tag: str) -> Iterator[tuple[str, BuiltEnv]]:
+    """A tiny image holding an environment folder where ``export_env`` looks for it."""
+    import io
+    import tarfile
+
+    built = BuiltEnv(
+        digest="sha256:" + "ab" * 32,
+        identity=EnvIdentity(
+            implementation="cpython", version="3.11", soabi="", platform="", distributions={}
+        ),
+        prefix="",
+        interpreter="/usr/bin/python3",
+        fingerprint="",
+        build_key=tag,
+    )
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        path = built.mount.lstrip("/")
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            info = tarfile.TarInfo("/".join(parts[:i]))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        data = b"#!/bin/sh\n"
+        info = tarfile.TarInfo(f"{path}/bin-python")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    ctr = client.containers.create(DEFAULT_IMAGE, ["true"], labels={"harness.test": tag})
+    try:
+        assert ctr.put_archive("/", buf.getvalue())
+        image = ctr.commit(repository="harness-pytest-export", tag=tag)
+    finally:
+        ctr.remove(force=True)
+    yield str(image.id), built
+    client.images.remove(image.id, force=True)
+
+
+def test_prune_removes_an_exported_environment_only_when_no_live_run_holds_it(
+    client: Any,
+    env_image: tuple[str, BuiltEnv],
+    tag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    image_id, built = env_image
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    env["HARNESS_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run(
+        [sys.executable, "-c", _EXPORT, image_id, built.model_dump_json()],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    prefix = Path(done.stdout.strip())
+    assert (prefix / "bin-python").is_file()
+    assert prefix.parent == tmp_path / "cache" / "docker-envs"
+
+    # The exporting process has exited: nothing uses the export any more.
+    swept = _prune(tmp_path, "--label", f"harness.test={tag}")
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert f"removed exported environment {prefix}" in swept.stdout
+    assert not prefix.exists() and not prefix.with_suffix(".json").exists()
+
+    # This (live) process exports it again and holds it: prune keeps it.
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    assert export_env(client, image_id, built).prefix == str(prefix)
+    swept = _prune(tmp_path, "--label", f"harness.test={tag}")
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert "exported environment" not in swept.stdout
+    assert (prefix / "bin-python").is_file()
