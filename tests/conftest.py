@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,20 @@ def make_spec() -> Callable[..., TrialSpec]:
         )
 
     return make
+
+
+@pytest.fixture
+def live_pid() -> Iterator[int]:
+    """The pid of a process that lives for the whole test."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

@@ -114,15 +114,18 @@ def make_project(root: Path, n_cases: int = 3) -> Path:
     return root
 
 
-def harness(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+def harness(
+    root: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in ``root`` without the caller's ``HARNESS_*`` variables, plus ``env``."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
         cwd=root,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env={**full, **(env or {})},
         check=False,
     )
 

@@ -5,26 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from harness.sandbox.prune import lease, prune_leased
-
-
-@pytest.fixture
-def live_pid() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "600"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
 
 
 def _entry(root: Path, key: str) -> None:
@@ -33,22 +16,21 @@ def _entry(root: Path, key: str) -> None:
     (root / f"{key}.json").write_text("{}")
 
 
-def test_only_entries_without_a_live_lease_go(tmp_path: Path, live_pid: int) -> None:
+def test_only_entries_without_a_live_lease_go(tmp_path: Path, live_pid: int, dead_pid: int) -> None:
     used, stale, never = "a" * 12, "b" * 12, "c" * 12
-    dead = _dead_pid()
     for key in (used, stale, never):
         _entry(tmp_path, key)
     (tmp_path / f".lease-{used}-p{live_pid}").touch()
-    (tmp_path / f".lease-{used}-p{dead}").touch()
-    (tmp_path / f".lease-{stale}-p{dead}").touch()
-    (tmp_path / f".export-p{dead}-x1y2z3w4").mkdir()  # an export killed halfway
+    (tmp_path / f".lease-{used}-p{dead_pid}").touch()
+    (tmp_path / f".lease-{stale}-p{dead_pid}").touch()
+    (tmp_path / f".export-p{dead_pid}-x1y2z3w4").mkdir()  # an export killed halfway
     (tmp_path / f".export-p{live_pid}-x1y2z3w4").mkdir()  # an export in progress
     (tmp_path / "notes.txt").write_text("not ours")
 
     removed = prune_leased(tmp_path)
 
     assert sorted(p.name for p in removed) == sorted(
-        [stale, f"{stale}.json", never, f"{never}.json", f".export-p{dead}-x1y2z3w4"]
+        [stale, f"{stale}.json", never, f"{never}.json", f".export-p{dead_pid}-x1y2z3w4"]
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [

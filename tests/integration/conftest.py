@@ -16,8 +16,9 @@ DOCKER HOOK: the Docker backend's engineer adds ``"docker"`` here, e.g.::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,27 @@ def sandbox(backend_name: str, tmp_path: Path) -> Sandbox:
 def base_contract(backend_name: str) -> PhaseContract:
     """The base contract the conformance checks derive theirs from."""
     return BACKEND_BASE_CONTRACTS.get(backend_name, PhaseContract())
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Iterator[Any]:
+    """A checked engine client with the base image; skips (or fails, see above) without one."""
+    import os
+
+    from harness.errors import SandboxUnavailableError
+    from harness.sandbox.docker import DEFAULT_IMAGE, connect, find_image
+
+    def need(reason: str) -> None:
+        if os.environ.get("HARNESS_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+
+    try:
+        client = connect(timeout=30)
+    except SandboxUnavailableError as exc:
+        need(f"no Docker engine ({exc}); run ci/docker-up.sh")
+    if find_image(client, DEFAULT_IMAGE) is None:
+        client.close()
+        need(f"base image {DEFAULT_IMAGE} missing; run ci/docker-up.sh")
+    yield client
+    client.close()

@@ -35,26 +35,10 @@ from harness.sandbox.docker import (
     prune,
 )
 
-_REQUIRED = os.environ.get("HARNESS_REQUIRE_DOCKER") == "1"
-
-
-def _need(reason: str) -> None:
-    if _REQUIRED:
-        pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    try:
-        c = connect(timeout=30)
-    except SandboxUnavailableError as exc:
-        _need(f"no Docker engine ({exc}); run ci/docker-up.sh")
-    if find_image(c, DEFAULT_IMAGE) is None:
-        c.close()
-        _need(f"base image {DEFAULT_IMAGE} missing; run ci/docker-up.sh")
-    yield c
-    c.close()
+def client(docker_client: Any) -> Any:
+    return docker_client
 
 
 @pytest.fixture(scope="module")

@@ -18,66 +18,31 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import harness
 
 from harness.env.model import BuiltEnv, EnvIdentity
-from harness.errors import SandboxUnavailableError
 from harness.images import export_env
 from harness.sandbox.docker import (
     BOOT_LABEL,
     DEFAULT_IMAGE,
     LABEL,
     OWNER_LABEL,
-    connect,
     owner_state,
 )
-from harness.sandbox.docker import find_image as _find_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.integration]
 
 
-def _need(reason: str) -> None:
-    if os.environ.get("HARNESS_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    try:
-        c = connect(timeout=30)
-    except SandboxUnavailableError as exc:
-        _need(f"no Docker engine ({exc}); run ci/docker-up.sh")
-    if _find_image(c, DEFAULT_IMAGE) is None:
-        c.close()
-        _need(f"base image {DEFAULT_IMAGE} missing; run ci/docker-up.sh")
-    yield c
-    c.close()
-
-
 @pytest.fixture
-def tag(client: Any) -> Iterator[str]:
+def tag(docker_client: Any) -> Iterator[str]:
     """A label value unique to this test; everything carrying it is removed afterwards."""
     value = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     yield value
     flt = {"label": f"harness.test={value}"}
-    for c in client.containers.list(all=True, filters=flt):
+    for c in docker_client.containers.list(all=True, filters=flt):
         c.remove(force=True)
-    for v in client.volumes.list(filters=flt):
+    for v in docker_client.volumes.list(filters=flt):
         v.remove(force=True)
-
-
-@pytest.fixture
-def live_pid() -> Iterator[int]:
-    proc = subprocess.Popen(["sleep", "600"])
-    yield proc.pid
-    proc.kill()
-    proc.wait()
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
 
 
 def _boot() -> str:
@@ -85,26 +50,17 @@ def _boot() -> str:
 
 
 def _prune(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.update(TMPDIR=str(tmp_path), HARNESS_CACHE_DIR=str(tmp_path / "cache"))
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "sandbox", "prune", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
+    private = {"TMPDIR": str(tmp_path), "HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    return harness(tmp_path, "sandbox", "prune", *args, env=private)
 
 
 def test_prune_removes_only_what_dead_owners_left(
-    client: Any, tag: str, live_pid: int, tmp_path: Path
+    docker_client: Any, tag: str, live_pid: int, dead_pid: int, tmp_path: Path
 ) -> None:
     host, boot = socket.gethostname(), _boot()
     owners = {
         "live": {OWNER_LABEL: f"{host}:{live_pid}", BOOT_LABEL: boot},
-        "dead": {OWNER_LABEL: f"{host}:{_dead_pid()}", BOOT_LABEL: boot},
+        "dead": {OWNER_LABEL: f"{host}:{dead_pid}", BOOT_LABEL: boot},
         "reboot": {OWNER_LABEL: f"{host}:{live_pid}", BOOT_LABEL: "an-earlier-boot"},
         "elsewhere": {OWNER_LABEL: f"another-host-{tag}:{live_pid}", BOOT_LABEL: boot},
         "unowned": {},
@@ -113,16 +69,16 @@ def test_prune_removes_only_what_dead_owners_left(
     for what, owner in owners.items():
         labels = {LABEL: "1", "harness.test": tag, **owner}
         names[what] = f"harness-{tag}-{what}"
-        client.containers.create(
+        docker_client.containers.create(
             DEFAULT_IMAGE, ["true"], name=names[what], labels=labels, network_mode="none"
         )
-        client.volumes.create(name=names[what], driver="local", labels=labels)
+        docker_client.volumes.create(name=names[what], driver="local", labels=labels)
 
     def left() -> tuple[set[str], set[str]]:
         flt = {"label": f"harness.test={tag}"}
         return (
-            {c.name for c in client.containers.list(all=True, filters=flt)},
-            {v.name for v in client.volumes.list(filters=flt)},
+            {c.name for c in docker_client.containers.list(all=True, filters=flt)},
+            {v.name for v in docker_client.volumes.list(filters=flt)},
         )
 
     done = _prune(tmp_path, "--label", f"harness.test={tag}")
@@ -148,7 +104,7 @@ def test_prune_help_and_bad_label(tmp_path: Path) -> None:
     assert "'no-equals-sign' is not KEY=VALUE" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_owner_state_judges_host_boot_pid_and_reuse(live_pid: int) -> None:
+def test_owner_state_judges_host_boot_pid_and_reuse(live_pid: int, dead_pid: int) -> None:
     host, boot = socket.gethostname(), _boot()
     now = time.time()
 
@@ -156,7 +112,7 @@ def test_owner_state_judges_host_boot_pid_and_reuse(live_pid: int) -> None:
         return owner_state({OWNER_LABEL: owner, BOOT_LABEL: boot_id}, made)
 
     assert state(f"{host}:{live_pid}") == "alive"
-    assert state(f"{host}:{_dead_pid()}") == "dead"
+    assert state(f"{host}:{dead_pid}") == "dead"
     assert state(f"{host}:{live_pid}", boot_id="an-earlier-boot") == "dead"
     # The pid is alive but its process started an hour after the object was made: reused.
     assert state(f"{host}:{live_pid}", made=now - 3600) == "dead"
@@ -178,7 +134,7 @@ client.close()
 
 
 @pytest.fixture
-def env_image(client: Any, tag: str) -> Iterator[tuple[str, BuiltEnv]]:
+def env_image(docker_client: Any, tag: str) -> Iterator[tuple[str, BuiltEnv]]:
     """A tiny image holding an environment folder where ``export_env`` looks for it."""
     import io
     import tarfile
@@ -205,18 +161,18 @@ def env_image(client: Any, tag: str) -> Iterator[tuple[str, BuiltEnv]]:
         info = tarfile.TarInfo(f"{path}/bin-python")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    ctr = client.containers.create(DEFAULT_IMAGE, ["true"], labels={"harness.test": tag})
+    ctr = docker_client.containers.create(DEFAULT_IMAGE, ["true"], labels={"harness.test": tag})
     try:
         assert ctr.put_archive("/", buf.getvalue())
         image = ctr.commit(repository="harness-pytest-export", tag=tag)
     finally:
         ctr.remove(force=True)
     yield str(image.id), built
-    client.images.remove(image.id, force=True)
+    docker_client.images.remove(image.id, force=True)
 
 
 def test_prune_removes_an_exported_environment_only_when_no_live_run_holds_it(
-    client: Any,
+    docker_client: Any,
     env_image: tuple[str, BuiltEnv],
     tag: str,
     tmp_path: Path,
@@ -246,7 +202,7 @@ def test_prune_removes_an_exported_environment_only_when_no_live_run_holds_it(
 
     # This (live) process exports it again and holds it: prune keeps it.
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
-    assert export_env(client, image_id, built).prefix == str(prefix)
+    assert export_env(docker_client, image_id, built).prefix == str(prefix)
     swept = _prune(tmp_path, "--label", f"harness.test={tag}")
     assert swept.returncode == 0, swept.stdout + swept.stderr
     assert "exported environment" not in swept.stdout
