@@ -78,6 +78,17 @@ def _tree_tar(root: Path) -> bytes:
     return buf.getvalue()
 
 
+def _require_base(client: Any, image: str) -> Any:
+    """Return the local base image ``image``; its absence is ``image_missing``."""
+    base = find_image(client, image)
+    if base is None:
+        raise SandboxUnavailableError(
+            f"docker: base image {image!r} is missing (build it with ci/docker-up.sh)",
+            reason="image_missing",
+        )
+    return base
+
+
 def build_case_image(client: Any, base_image: str, case_dir_tree: Path, case_digest: str) -> str:
     """Build (or reuse) the image of one case and return its id (``sha256:…``).
 
@@ -95,12 +106,7 @@ def build_case_image(client: Any, base_image: str, case_dir_tree: Path, case_dig
             f"starting tree {case_dir_tree} is not a directory", file=case_dir_tree, field="repo"
         )
     tag = case_image_tag(case_digest)
-    base = find_image(client, base_image)
-    if base is None:
-        raise SandboxUnavailableError(
-            f"docker: base image {base_image!r} is missing (build it with ci/docker-up.sh)",
-            reason="image_missing",
-        )
+    base = _require_base(client, base_image)
     inputs = digest_json(
         {
             "base": base.id,
@@ -194,12 +200,7 @@ def build_env_image(client: Any, base_image: str, src: EnvSource) -> tuple[str, 
         InfraError: the package index is unreachable; the engine failed.
     """
     read_lock(src)
-    base = find_image(client, base_image)
-    if base is None:
-        raise SandboxUnavailableError(
-            f"docker: base image {base_image!r} is missing (build it with ci/docker-up.sh)",
-            reason="image_missing",
-        )
+    base = _require_base(client, base_image)
     inputs = digest_json(
         {
             "base": base.id,

@@ -300,6 +300,15 @@ def test_close_and_prune_leave_no_labelled_objects(client: Any, backend: DockerS
 # -- per-case images --------------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.integration
+def test_case_image_on_a_missing_base_is_image_missing(client: Any, tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailableError) as info:
+        build_case_image(client, "harness-no-such-image:0", tmp_path, "sha256:" + "0" * 64)
+    assert info.value.reason == "image_missing"
+    assert "base image 'harness-no-such-image:0' is missing" in str(info.value)
+
+
+@pytest.mark.docker
+@pytest.mark.integration
 def test_case_image_seeds_workspace_and_rebuild_is_noop(
     client: Any, backend: DockerSandbox, tmp_path: Path
 ) -> None:
