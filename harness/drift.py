@@ -6,15 +6,20 @@ policy's ``baseline.drift_alpha``; :func:`harness.gate.rule_drift` turns it into
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from harness.exact import BrokenCountTest, WithinCaseTest, allocate_alpha
 from harness.exact import broken_count_test as _broken
 from harness.exact import within_case_test as _within
-from harness.stats import ArmData, PairedTest, fisher_less, holm, paired_test, summarize_case
+from harness.stats import (
+    ArmData,
+    PairedTest,
+    case_counts,
+    fisher_less,
+    holm,
+    paired_test,
+    summarize_case,
+)
 
 __all__ = ["DriftCheck", "drift_check"]
 
@@ -23,20 +28,6 @@ _EPS = 1e-12
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
-def _counts(a: ArmData, b: ArmData, ids: Sequence[str]) -> tuple[np.ndarray, ...]:
-    sa = [summarize_case(a.cases.get(c, ()), a.k, c) for c in ids]
-    sb = [summarize_case(b.cases.get(c, ()), b.k, c) for c in ids]
-    return tuple(
-        np.array(v, dtype=np.int64)
-        for v in (
-            [s.passes for s in sa],
-            [s.n for s in sa],
-            [s.passes for s in sb],
-            [s.n for s in sb],
-        )
-    )
 
 
 class DriftCheck(_Frozen):
@@ -97,11 +88,7 @@ def drift_check(
     p_within = p_broken = None
     detected = False
     if compared:
-        c, n, b, m = _counts(
-            ArmData(k=k, cases={x: reexecuted.cases[x] for x in compared}),
-            ArmData(k=stored.k, cases={x: stored.cases[x] for x in compared}),
-            compared,
-        )
+        c, n, b, m = case_counts([rs[x] for x in compared], [ss[x] for x in compared])
         lower = fisher_less(c, n, b, m)
         upper = fisher_less(b, m, c, n)
         case_p = [float(min(1.0, 2 * min(lo, up))) for lo, up in zip(lower, upper, strict=True)]

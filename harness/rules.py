@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.policy import Policy
 from harness.regression import RuleResult, regression_rule
-from harness.stats import Comparison
+from harness.stats import Comparison, case_counts
 
 __all__ = [
     "GATE_RULE_VERSION",
@@ -66,16 +66,9 @@ def _names(ids: Sequence[str]) -> str:
 def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
     rows = [r for r in comp.rows if r.compared and r.candidate and r.baseline]
     ids = [r.case_id for r in rows]
-    arrays = tuple(
-        np.array(v, dtype=np.int64)
-        for v in (
-            [r.candidate.passes for r in rows if r.candidate],
-            [r.candidate.n for r in rows if r.candidate],
-            [r.baseline.passes for r in rows if r.baseline],
-            [r.baseline.n for r in rows if r.baseline],
-        )
+    return ids, case_counts(
+        [r.candidate for r in rows if r.candidate], [r.baseline for r in rows if r.baseline]
     )
-    return ids, arrays
 
 
 def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:

@@ -54,6 +54,7 @@ __all__ = [
     "PairedTest",
     "RegressionBudget",
     "beta_prior",
+    "case_counts",
     "compare_arms",
     "fisher_less",
     "flip_risk",
@@ -619,6 +620,21 @@ class Comparison(_Frozen):
     budget: RegressionBudget
 
 
+def case_counts(
+    a: Sequence[CaseSummary], b: Sequence[CaseSummary]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Judged counts of cases paired by position, as the exact tests take them.
+
+    Returns int arrays: arm A's passes and judged trials, arm B's passes and judged trials.
+    """
+    return (
+        np.array([s.passes for s in a], dtype=np.int64),
+        np.array([s.n for s in a], dtype=np.int64),
+        np.array([s.passes for s in b], dtype=np.int64),
+        np.array([s.n for s in b], dtype=np.int64),
+    )
+
+
 def fisher_less(
     c_pass: np.ndarray, c_n: np.ndarray, b_pass: np.ndarray, b_n: np.ndarray
 ) -> np.ndarray:
@@ -695,10 +711,7 @@ def compare_arms(
 
     diag: dict[str, float] = {}
     if compared:
-        arr = np.array(
-            [[cs[c].passes, cs[c].n, bs[c].passes, bs[c].n] for c in compared], dtype=int
-        )
-        pv = fisher_less(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+        pv = fisher_less(*case_counts([cs[c] for c in compared], [bs[c] for c in compared]))
         diag = {c: float(min(1.0, p)) for c, p in zip(compared, pv, strict=True)}
     rows: list[CaseRow] = []
     for cid in ids:

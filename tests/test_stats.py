@@ -23,6 +23,7 @@ from harness.records import (
 )
 from harness.stats import (
     ArmData,
+    case_counts,
     compare_arms,
     flip_risk,
     holm,
@@ -42,6 +43,14 @@ P, F, INF, EV = Outcome.PASS, Outcome.FAIL, Outcome.INFRA_ERROR, Outcome.EVALUAT
 def outs(spec: str) -> tuple[Outcome, ...]:
     """'PPFI' -> outcomes (P pass, F fail, I infra_error, E evaluator_error)."""
     return tuple({"P": P, "F": F, "I": INF, "E": EV}[ch] for ch in spec)
+
+
+def test_case_counts_pairs_judged_counts_by_position() -> None:
+    a = [summarize_case(outs("PPFI"), 2), summarize_case(outs("E"), 2)]
+    b = [summarize_case(outs("FFI"), 2), summarize_case(outs("PPEP"), 2)]
+    got = case_counts(a, b)
+    assert [x.tolist() for x in got] == [[2, 0], [3, 0], [0, 3], [2, 3]]
+    assert all(x.dtype == np.int64 for x in got)
 
 
 # ------------------------------------------------------------------ pass^k and pass@k
