@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -26,6 +26,10 @@ from rich.table import Table
 from harness import __version__
 from harness.exitcodes import ExitCode, exit_for_exception
 from harness.project import MAX_JOBS, MAX_K
+
+if TYPE_CHECKING:
+    from harness.project import Project
+    from harness.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -77,6 +81,34 @@ project_option = click.option(
     show_default=True,
     help="Project folder holding harness.yaml.",
 )
+
+
+def _stored_run(fn: F) -> F:
+    """Add the options of a command that reads one stored run: ``--project`` and ``RUN``."""
+    return project_option(click.argument("run_ref", default="latest")(fn))
+
+
+def _json_option(schema_name: str) -> Callable[[F], F]:
+    """``--json``: print the document ``harness schema <schema_name>`` describes."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help=f"Machine-readable output (`harness schema {schema_name}`).",
+    )
+
+
+def _open_store(project_dir: Path) -> tuple[Project, Store]:
+    from harness.project import load_project
+    from harness.store import Store
+
+    project = load_project(project_dir)
+    return project, Store(project.store_dir)
+
+
+def _open_run(project_dir: Path, run_ref: str) -> tuple[Project, Store, str]:
+    project, store = _open_store(project_dir)
+    return project, store, store.resolve_run(run_ref)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -341,20 +373,15 @@ def _print_decision(decision: Any) -> None:
 
 
 @main.command()
-@project_option
-@click.argument("run_ref", default="latest")
+@_stored_run
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @_handle_errors
 def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
     """Recompute the promotion decision of RUN from its stored records."""
     from harness.decision import decide_run
-    from harness.project import load_project
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
-    run_id = store.resolve_run(run_ref)
+    project, store, run_id = _open_run(project_dir, run_ref)
     decision = decide_run(project, store, run_id, write=False)
     if as_json:
         out.print_json(data=decision.to_json())
@@ -364,21 +391,14 @@ def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
 
 
 @main.command()
-@project_option
-@click.argument("run_ref", default="latest")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Machine-readable output (`harness schema show`)."
-)
+@_stored_run
+@_json_option("show")
 @_handle_errors
 def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
     """Show a run: its release record and every trial's verdict and attempts."""
-    from harness.project import load_project
     from harness.report.schema import ShowDocument
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
-    run_id = store.resolve_run(run_ref)
+    _, store, run_id = _open_run(project_dir, run_ref)
     record = store.release(run_id)
     trials = store.trials(run_id)
     if as_json:
@@ -430,8 +450,7 @@ _FORMAT_FLAGS = ("html", "junit", "markdown", "json")
 
 
 @main.command()
-@project_option
-@click.argument("run_ref", default="latest")
+@_stored_run
 @click.option(
     "--format",
     "formats",
@@ -473,14 +492,10 @@ def report(
 ) -> None:
     """Write the report folder reports/RUN/ (HTML + evidence, JUnit, Markdown, JSON)."""
     from harness.errors import ConfigError
-    from harness.project import load_project
     from harness.report import write_report_folder
     from harness.report.folder import write_file
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
-    run_id = store.resolve_run(run_ref)
+    project, store, run_id = _open_run(project_dir, run_ref)
     extras = {"junit": (junit_path, "--junit"), "markdown": (summary_path, "--summary"),
               "json": (json_path, "--json")}  # fmt: skip
     for path, option in extras.values():
@@ -512,18 +527,13 @@ def report(
 @main.command()
 @project_option
 @click.option("--release", default=None, help="Only runs of this release.")
-@click.option(
-    "--json", "as_json", is_flag=True, help="Machine-readable output (`harness schema runs`)."
-)
+@_json_option("runs")
 @_handle_errors
 def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
     """List the runs in the store, oldest first: release, system, decision, pass rates."""
-    from harness.project import load_project
     from harness.report.history import RunsDocument, list_runs
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
+    project, store = _open_store(project_dir)
     rows, _ = list_runs(store, project.reports_dir, release)
     if as_json:
         click.echo(RunsDocument(runs=tuple(rows)).model_dump_json(indent=2))
@@ -552,8 +562,7 @@ def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
 
 
 @main.command("export")
-@project_option
-@click.argument("run_ref", default="latest")
+@_stored_run
 @click.option("--table", "table_name", type=click.Choice(["trials", "cases"]), default="trials",
               show_default=True, help="A row per trial, or per case and arm.")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv",
@@ -564,7 +573,6 @@ def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
 def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
                output: Path | None) -> None:  # fmt: skip
     """Export a run's trials or cases as CSV or Parquet."""
-    from harness.project import load_project
     from harness.report.export import (
         CASE_COLUMNS,
         TRIAL_COLUMNS,
@@ -572,11 +580,8 @@ def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
         trial_rows,
         write_table,
     )
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
-    run_id = store.resolve_run(run_ref)
+    project, store, run_id = _open_run(project_dir, run_ref)
     path = output or Path(f"{run_id}-{table_name}.{fmt}")
     if table_name == "trials":
         rows, columns = trial_rows(run_id, store.trials(run_id)), TRIAL_COLUMNS
@@ -736,11 +741,8 @@ def baseline() -> None:
 def baseline_promote(project_dir: Path, run_ref: str, name: str, force: bool) -> None:
     """Store finished run RUN as baseline NAME (git-friendly files)."""
     from harness.baseline import promote
-    from harness.project import load_project
-    from harness.store import Store
 
-    project = load_project(project_dir)
-    store = Store(project.store_dir)
+    project, store = _open_store(project_dir)
     dest = promote(store, store.resolve_run(run_ref), name, project.baselines_dir, force=force)
     out.print(f"promoted to {dest}", highlight=False)
 
