@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support import make_project
+from support import harness, make_project
 
 from harness.cases.load import load_case
 from harness.env.build import build_env, uv_binary
-from harness.env.model import Environment, EnvSource
+from harness.env.model import BuiltEnv, Environment, EnvSource
 from harness.project import AgentSpec, Release
 from harness.records import Arm, Outcome, TrialKey
 from harness.sandbox.local import LocalSandbox
@@ -63,18 +63,15 @@ def locks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     }
 
 
-def run(root: Path, *args: str, cache: Path, extra_env: dict[str, str] | None = None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    env.update(XDG_CACHE_HOME=str(cache), UV_CACHE_DIR=UV_CACHE, **(extra_env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
+def run(root: Path, *args: str, extra_env: dict[str, str] | None = None):
+    """The CLI in project ``root`` with a private harness cache beside it."""
+    cache = {"XDG_CACHE_HOME": str(root.parent / "cache"), "UV_CACHE_DIR": UV_CACHE}
+    return harness(root, *args, timeout=600, env={**cache, **(extra_env or {})})
+
+
+def run_release(root: Path, release: str = "good", *more: str, **kw: Any):
+    """``harness run`` of ``release`` with one trial per case and no report."""
+    return run(root, "run", "--release", release, "--k", "1", "--no-report", *more, **kw)
 
 
 def env_project(tmp: Path, lock_text: str, *, n: int = 1, python: str = ">=3.11") -> Path:
@@ -90,9 +87,22 @@ def env_project(tmp: Path, lock_text: str, *, n: int = 1, python: str = ">=3.11"
     return root
 
 
-def lock_cases(root: Path, cache: Path) -> None:
-    done = run(root, "cases", "lock", cache=cache)
+def add_release(root: Path, name: str, body: str) -> None:
+    """Add release ``name`` with the YAML lines ``body`` (indented 4) to harness.yaml."""
+    path = root / "harness.yaml"
+    path.write_text(path.read_text().replace("  sleepy:\n", f"  {name}:\n{body}  sleepy:\n"))
+
+
+def lock_cases(root: Path) -> None:
+    done = run(root, "cases", "lock")
     assert done.returncode == 0, done.stderr
+
+
+def locked_env_project(tmp: Path, lock_text: str, **kw: Any) -> Path:
+    """:func:`env_project` with its cases locked, ready to run."""
+    root = env_project(tmp, lock_text, **kw)
+    lock_cases(root)
+    return root
 
 
 def trials(root: Path) -> list[Path]:
@@ -100,51 +110,30 @@ def trials(root: Path) -> list[Path]:
 
 
 def test_bundled_style_run_records_env_digest_in_system_and_trials(tmp_path, locks):
-    root = env_project(tmp_path, locks["ini2.0"])
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    root = locked_env_project(tmp_path, locks["ini2.0"])
+    done = run_release(root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "preflight: validating add-0 in environment" in done.stderr
-    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    shown = json.loads(run(root, "show", "--json").stdout)
     env_digest = shown["release"]["system"]["environments"]["add-0"]
     assert env_digest.startswith("sha256:")
     assert [t["environment_digest"] for t in shown["trials"]] == [env_digest]
     # A second run reuses the build and the preflight proof.
-    again = run(
-        root,
-        "run",
-        "--release",
-        "good",
-        "--k",
-        "1",
-        "--no-report",
-        "--fresh",
-        cache=tmp_path / "cache",
-    )
+    again = run_release(root, "good", "--fresh")
     assert again.returncode == 0, again.stderr
     assert "preflight" not in again.stderr
 
 
 def test_changed_pin_gives_new_system_digest_and_run_id(tmp_path, locks):
-    root = env_project(tmp_path, locks["ini2.0"])
-    lock_cases(root, tmp_path / "cache")
-    first = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    root = locked_env_project(tmp_path, locks["ini2.0"])
+    first = run_release(root)
     assert first.returncode == 0, first.stderr
     (root / "env" / "requirements.lock").write_text(locks["ini2.1"])
-    second = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    second = run_release(root)
     assert second.returncode == 0, second.stderr
     runs = sorted(p.name for p in (root / ".harness" / "runs").iterdir())
     assert len(runs) == 2, runs
-    shown = [
-        json.loads(run(root, "show", r, "--json", cache=tmp_path / "cache").stdout)["release"]
-        for r in runs
-    ]
+    shown = [json.loads(run(root, "show", r, "--json").stdout)["release"] for r in runs]
     assert shown[0]["system_digest"] != shown[1]["system_digest"]
     assert shown[0]["system"]["environments"] != shown[1]["system"]["environments"]
 
@@ -154,10 +143,8 @@ def test_undeclared_package_does_not_pass(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
     hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
     hidden.write_text("import six\n" + hidden.read_text())
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    lock_cases(root)
+    done = run_release(root)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "case add-0" in done.stderr and "does not validate in environment" in done.stderr
     assert "No module named" in done.stderr and "six" in done.stderr
@@ -165,37 +152,37 @@ def test_undeclared_package_does_not_pass(tmp_path, locks):
 
 
 def test_verifier_runner_missing_is_refused_before_trials_and_evaluator_error_in_trial(
-    tmp_path, locks
+    tmp_path, locks, monkeypatch
 ):
     root = env_project(tmp_path, locks["ini2.0"])
     case_yaml = root / "cases" / "add-0" / "case.yaml"
     case_yaml.write_text(
         case_yaml.read_text().replace("[python3, verify_hidden.py]", "[no-such-test-runner, -q]")
     )
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    lock_cases(root)
+    done = run_release(root)
     assert done.returncode == 4, done.stdout + done.stderr
     assert "case add-0" in done.stderr and "no trial was run" in done.stderr
     assert trials(root) == []
     # Past the preflight (a trial run on its own), a runner that cannot start is the
     # evaluator's error, never the candidate's failure.
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    try:
-        built = build_env(
-            EnvSource(
-                spec=Environment(lock="env/requirements.lock"),
-                base=root,
-                file=root / "harness.yaml",
-                field="environment",
-            )
-        )
-    finally:
-        del os.environ["XDG_CACHE_HOME"]
+    built = build_project_env(root, monkeypatch)
     out = run_trial(_spec(root / "cases" / "add-0", built), LocalSandbox(tmp_path / "sb"))
     assert out.record.verdict.outcome is Outcome.EVALUATOR_ERROR, out.record.verdict
     assert "127" in out.record.verdict.reason
+
+
+def build_project_env(root: Path, monkeypatch: pytest.MonkeyPatch) -> BuiltEnv:
+    """Build the project's declared environment in this process, into ``run``'s cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(root.parent / "cache"))
+    monkeypatch.delenv("HARNESS_CACHE_DIR", raising=False)
+    src = EnvSource(
+        spec=Environment(lock="env/requirements.lock"),
+        base=root,
+        file=root / "harness.yaml",
+        field="environment",
+    )
+    return build_env(src)
 
 
 def _spec(case_dir: Path, built, release: Release | None = None) -> TrialSpec:
@@ -212,20 +199,9 @@ def _spec(case_dir: Path, built, release: Release | None = None) -> TrialSpec:
     )
 
 
-def test_environment_changed_since_build_is_evaluator_error(tmp_path, locks):
+def test_environment_changed_since_build_is_evaluator_error(tmp_path, locks, monkeypatch):
     root = env_project(tmp_path, locks["ini2.0"])
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path / "cache")
-    try:
-        built = build_env(
-            EnvSource(
-                spec=Environment(lock="env/requirements.lock"),
-                base=root,
-                file=root / "harness.yaml",
-                field="environment",
-            )
-        )
-    finally:
-        del os.environ["XDG_CACHE_HOME"]
+    built = build_project_env(root, monkeypatch)
     ok = run_trial(_spec(root / "cases" / "add-0", built), LocalSandbox(tmp_path / "sb"))
     assert ok.record.verdict.outcome is Outcome.PASS, ok.record.verdict
     assert ok.record.environment_digest == built.digest
@@ -238,24 +214,16 @@ def test_environment_changed_since_build_is_evaluator_error(tmp_path, locks):
 
 def test_candidate_breaking_its_own_imports_in_a_validated_env_fails(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
-    text = (
-        (root / "harness.yaml")
-        .read_text()
-        .replace(
-            "  sleepy:\n",
-            "  breaker:\n"
-            "    agent: {adapter: command, command: [sh, -c, "
-            "\"printf 'import not_a_module\\\\n' | cat - $HARNESS_WORKSPACE/calc.py > /tmp/c && "
-            'cp /tmp/c $HARNESS_WORKSPACE/calc.py"]}\n'
-            "  sleepy:\n",
-        )
+    add_release(
+        root,
+        "breaker",
+        "    agent: {adapter: command, command: [sh, -c, "
+        "\"printf 'import not_a_module\\\\n' | cat - $HARNESS_WORKSPACE/calc.py > /tmp/c && "
+        'cp /tmp/c $HARNESS_WORKSPACE/calc.py"]}\n',
     )
-    (root / "harness.yaml").write_text(text)
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "breaker", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
-    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    lock_cases(root)
+    done = run_release(root, "breaker")
+    shown = json.loads(run(root, "show", "--json").stdout)
     [trial] = shown["trials"]
     assert trial["verdict"]["outcome"] == "fail", trial["verdict"]
     assert trial["verdict"]["failure_type"] == "test_failure"
@@ -291,11 +259,8 @@ def test_bad_environment_input_is_a_named_error_and_no_trial(tmp_path, locks, mu
         )
     elif mutate == "python":
         python = ">=3.99"
-    root = env_project(tmp_path, lock, python=python)
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "good", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
+    root = locked_env_project(tmp_path, lock, python=python)
+    done = run_release(root)
     assert done.returncode == 2, done.stdout + done.stderr
     assert needle in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
@@ -304,17 +269,9 @@ def test_bad_environment_input_is_a_named_error_and_no_trial(tmp_path, locks, mu
 
 
 def test_unreachable_package_index_blocks_with_exit_4(tmp_path, locks):
-    root = env_project(tmp_path, locks["ini2.1"])
-    lock_cases(root, tmp_path / "cache")
-    done = run(
+    root = locked_env_project(tmp_path, locks["ini2.1"])
+    done = run_release(
         root,
-        "run",
-        "--release",
-        "good",
-        "--k",
-        "1",
-        "--no-report",
-        cache=tmp_path / "cache",
         extra_env={
             "UV_INDEX_URL": "http://127.0.0.1:9/simple",
             "UV_DEFAULT_INDEX": "http://127.0.0.1:9/simple",
@@ -337,26 +294,13 @@ def test_same_env_digest_and_verdicts_on_local_and_docker(tmp_path, locks):
             "import sys\nassert sys.prefix.startswith('/opt/harness/env/'), sys.prefix\n"
             "import iniconfig\n" + hidden.read_text()
         )
-    lock_cases(root, tmp_path / "cache")
+    lock_cases(root)
     seen = {}
     for backend in ("local", "docker"):
-        done = run(
-            root,
-            "run",
-            "--release",
-            "good",
-            "--k",
-            "1",
-            "--backend",
-            backend,
-            "--no-report",
-            cache=tmp_path / "cache",
-        )
+        done = run_release(root, "good", "--backend", backend)
         assert done.returncode == 0, done.stdout + done.stderr
         runs = sorted((root / ".harness" / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
-        shown = json.loads(
-            run(root, "show", runs[-1].name, "--json", cache=tmp_path / "cache").stdout
-        )
+        shown = json.loads(run(root, "show", runs[-1].name, "--json").stdout)
         seen[backend] = (
             shown["release"]["system"]["environments"],
             sorted(
@@ -380,30 +324,22 @@ AGENT = (
 def test_agent_environment_only_in_agent_phase_case_env_first_on_path(tmp_path, locks):
     root = env_project(tmp_path, locks["ini2.0"])
     (root / "env" / "agent.lock").write_text(locks["ini2.1"])
-    text = (
-        (root / "harness.yaml")
-        .read_text()
-        .replace(
-            "  sleepy:\n",
-            "  withenv:\n"
-            "    agent:\n"
-            "      adapter: command\n"
-            f"      command: [sh, -c, {json.dumps(AGENT)}]\n"
-            "      environment: {lock: env/agent.lock}\n"
-            "  sleepy:\n",
-        )
+    add_release(
+        root,
+        "withenv",
+        "    agent:\n"
+        "      adapter: command\n"
+        f"      command: [sh, -c, {json.dumps(AGENT)}]\n"
+        "      environment: {lock: env/agent.lock}\n",
     )
-    (root / "harness.yaml").write_text(text)
     hidden = root / "cases" / "add-0" / "hidden" / "verify_hidden.py"
     hidden.write_text(
         "import os\nassert not os.path.exists('/opt/harness/agent-env'), 'agent env leaked'\n"
         + hidden.read_text()
     )
-    lock_cases(root, tmp_path / "cache")
-    done = run(
-        root, "run", "--release", "withenv", "--k", "1", "--no-report", cache=tmp_path / "cache"
-    )
-    shown = json.loads(run(root, "show", "--json", cache=tmp_path / "cache").stdout)
+    lock_cases(root)
+    done = run_release(root, "withenv")
+    shown = json.loads(run(root, "show", "--json").stdout)
     [trial] = shown["trials"]
     assert trial["verdict"]["outcome"] == "pass", (trial["verdict"], done.stderr)
     system = shown["release"]["system"]
@@ -420,14 +356,14 @@ def test_env_lock_writes_hashed_pins_and_env_build_prints_the_digest(tmp_path, l
         text.replace("lock: env/requirements.lock}", "lock: env/requirements.lock, "
                      "requirements: env/requirements.in}")
     )  # fmt: skip
-    done = run(root, "env", "lock", cache=tmp_path / "cache")
+    done = run(root, "env", "lock")
     assert done.returncode == 0, done.stderr
     assert "locked env/requirements.lock" in done.stdout
     lock = (root / "env" / "requirements.lock").read_text()
     assert "iniconfig==2.1.0" in lock and "--hash=sha256:" in lock
-    built = run(root, "env", "build", cache=tmp_path / "cache")
+    built = run(root, "env", "build")
     assert built.returncode == 0, built.stderr
     assert "env/requirements.lock python 3." in built.stdout
     (root / "env" / "requirements.lock").write_text("iniconfig==2.1.0\n")
-    refused = run(root, "env", "build", cache=tmp_path / "cache")
+    refused = run(root, "env", "build")
     assert refused.returncode == 2 and "has no --hash" in refused.stderr
