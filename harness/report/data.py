@@ -53,6 +53,7 @@ __all__ = [
     "JudgmentCase",
     "Mark",
     "PathRef",
+    "ReportCore",
     "ReportData",
     "build_report",
     "gate_named_cases",
@@ -234,13 +235,18 @@ class JudgmentCase(_Frozen):
     records: tuple[PathRef, ...]
 
 
-class ReportData(_Frozen):
-    """Everything the reports show, derived from stored records only."""
+class ReportCore(_Frozen):
+    """What every report carries: the decision, the arms, the per-case table, the judgment lane.
 
-    schema_version: Literal[1] = 1
+    :class:`ReportData` (the view model) adds the evidence; ``report.json``
+    (:class:`harness.report.schema.ReportDocument`) is this core alone.
+    """
+
+    schema_version: int
     run_id: str
     generated_at: dt.datetime
     verdict: str
+    """pass, warn, fail or blocked."""
     headline: str
     reasons: tuple[Reason, ...]
     notes: tuple[str, ...]
@@ -248,11 +254,19 @@ class ReportData(_Frozen):
     decision: Decision
     arms: tuple[ArmView, ...]
     cases: tuple[CaseView, ...]
+    """One per scored case; ``named_by`` says why the gate names it (empty: it does not)."""
+    judgment: tuple[JudgmentCase, ...]
+    """Judgment-lane cases: run, listed, never scored."""
+
+
+class ReportData(ReportCore):
+    """Everything the reports show, derived from stored records only."""
+
+    schema_version: Literal[1] = 1
     failures: tuple[EvidenceGroup, ...]
     """Candidate failures (``fail`` verdicts), per case and arm."""
     infra_errors: tuple[EvidenceGroup, ...]
     evaluator_errors: tuple[EvidenceGroup, ...]
-    judgment: tuple[JudgmentCase, ...]
     excerpts: dict[str, str]
     """Excerpt id → text, each distinct text once."""
 

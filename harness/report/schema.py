@@ -14,14 +14,13 @@ the same models everywhere, so one schema describes each wherever it appears.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.gate import Decision, Reason
+from harness.gate import Decision
 from harness.records import ReleaseRecord, ResultRecord, RunRecord
-from harness.report.data import ArmView, CaseView, JudgmentCase, ReportData
+from harness.report.data import ReportCore, ReportData
 from harness.report.history import RunsDocument, RunSummary
 
 __all__ = ["SCHEMAS", "GateDocument", "ReportDocument", "ShowDocument", "json_schema",
@@ -32,24 +31,10 @@ class _Doc(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-class ReportDocument(_Doc):
+class ReportDocument(ReportCore):
     """``report.json``: the decision, the arms, the per-case table, the judgment lane."""
 
     schema_version: Literal[2] = 2
-    run_id: str
-    generated_at: dt.datetime
-    verdict: str
-    """pass, warn, fail or blocked."""
-    headline: str
-    reasons: tuple[Reason, ...]
-    notes: tuple[str, ...]
-    release: ReleaseRecord
-    decision: Decision
-    arms: tuple[ArmView, ...]
-    cases: tuple[CaseView, ...]
-    """One per scored case; ``named_by`` says why the gate names it (empty: it does not)."""
-    judgment: tuple[JudgmentCase, ...]
-    """Judgment-lane cases: run, listed, never scored."""
 
 
 class GateDocument(_Doc):
@@ -93,9 +78,6 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 def report_document(data: ReportData) -> ReportDocument:
-    """Return the ``report.json`` document of a report."""
-    return ReportDocument(
-        run_id=data.run_id, generated_at=data.generated_at, verdict=data.verdict,
-        headline=data.headline, reasons=data.reasons, notes=data.notes, release=data.release,
-        decision=data.decision, arms=data.arms, cases=data.cases, judgment=data.judgment,
-    )  # fmt: skip
+    """Return the ``report.json`` document of a report: its :class:`ReportCore` fields."""
+    core = set(ReportCore.model_fields) - {"schema_version"}  # each has its own version
+    return ReportDocument(**{name: getattr(data, name) for name in sorted(core)})
