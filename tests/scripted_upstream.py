@@ -21,7 +21,7 @@ import argparse
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,6 +53,8 @@ class Script:
     faults: dict[int, str] = field(default_factory=dict)
     """Fault by step (0-based)."""
     slow_seconds: float = 3.0
+    hooks: dict[int, Callable[[], None]] = field(default_factory=dict)
+    """Called before answering a step (0-based), e.g. to break something mid-trajectory."""
 
 
 def usage_for(messages: Any, command: str) -> tuple[int, int]:
@@ -110,6 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
         step = sum(1 for m in messages if m.get("role") == "assistant")
         script = up.script
         fault = script.faults.get(step, script.fault)
+        hook = script.hooks.get(step)
+        if hook is not None:
+            hook()
         stream = bool(req.get("stream"))
         cmds = script.commands
         command = cmds[step] if step < len(cmds) else FINISH
