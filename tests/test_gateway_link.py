@@ -145,6 +145,19 @@ def test_a_link_lost_mid_phase_is_infra_error_not_the_agents(linked, upstream) -
     assert "gateway_link" in out.record.verdict.reason
 
 
+def test_a_call_cut_on_the_link_is_infra_error_even_when_the_link_comes_back(
+    linked, upstream
+) -> None:
+    gw, spec = linked
+    # A network blip: the connection carrying the second call is cut; closing works again.
+    upstream.script.hooks[1] = gw._link._server.drop_connections
+    out = run_trial(spec, FakeSandbox(handler(model_agent(2))))
+    verdict = out.record.verdict
+    assert verdict.outcome is Outcome.INFRA_ERROR and "gateway link" in verdict.reason, verdict
+    model = out.record.attempts[0].model
+    assert model is not None and model.turns == 2  # the coordinator's measurements came back
+
+
 def test_a_phase_opened_again_supersedes_the_earlier_session(linked) -> None:
     _, spec = linked
     up = spec.release.upstream
