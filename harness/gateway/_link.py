@@ -166,31 +166,34 @@ class _LinkHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the stdlib's per-request stderr log."""
 
-    def _send(self, reply: Reply, *, session: bool = False) -> None:
+    def _send(self, reply: Reply, *, session: bool = False, close: bool = False) -> None:
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(reply.body)))
         if session:
             self.send_header(_MARK, "session")
+        if close:  # said, so the client does not reuse a connection about to be closed
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(reply.body)
 
     def _refuse(self, status: int, message: str, code: str) -> None:
-        self.close_connection = True
-        self._send(refusal(status, message, code))
+        self._send(refusal(status, message, code), close=True)
 
     def do_POST(self) -> None:
         link = self.server.link
-        auth = self.headers.get("Authorization", "")
-        if not hmac.compare_digest(auth.encode(), f"Bearer {link.address.secret}".encode()):
-            return self._refuse(401, "gateway link: wrong or missing link secret", "link_auth")
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
             return self._refuse(411, "a Content-Length is required", "length")
         if not 0 <= length <= MAX_BODY:
             return self._refuse(413, f"request body over {MAX_BODY} bytes", "size")
+        # Read the body even of a request refused next: closing on unread bytes resets the
+        # connection, and the client may lose the refusal.
         body = self.rfile.read(length)
+        auth = self.headers.get("Authorization", "")
+        if not hmac.compare_digest(auth.encode(), f"Bearer {link.address.secret}".encode()):
+            return self._refuse(401, "gateway link: wrong or missing link secret", "link_auth")
         op, _, sid = self.path.removeprefix(_PREFIX).partition("/")
         if not self.path.startswith(_PREFIX):
             op = ""
