@@ -4,7 +4,9 @@ the coordinator's over real loopback HTTP; the link's secret, scope and failures
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,6 +179,16 @@ def test_link_host_is_loopback_for_a_local_cluster_and_routes_to_a_scheduler() -
     assert link_host_of(None) == "127.0.0.1"
     assert link_host_of("tcp://127.0.0.1:8786") == "127.0.0.1"
     assert link_host_of("localhost:8786") in ("127.0.0.1", "::1")
+    # A remote scheduler (TEST-NET-2; a UDP connect sends nothing): the local address of the
+    # route to it, which this machine can listen on; no route at all is a config error.
+    try:
+        routed = link_host_of("tcp://198.51.100.7:8786")
+    except ConfigError as exc:
+        assert exc.field == "--scheduler"
+    else:
+        assert not ipaddress.ip_address(routed).is_loopback
+        with socket.socket(socket.AF_INET6 if ":" in routed else socket.AF_INET) as s:
+            s.bind((routed, 0))
     for bad in ("tcp://", "tcp://:8786", "tcp://no-such-host.invalid:8786"):
         with pytest.raises(ConfigError) as err:
             link_host_of(bad)

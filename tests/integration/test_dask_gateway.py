@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +106,49 @@ def test_budget_and_upstream_500_under_dask_are_judged_as_locally(tmp_path, monk
         assert code == 4  # blocked
         verdict = trials[0]["verdict"]
         assert verdict["outcome"] == "infra_error" and "answered 500" in verdict["reason"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def scheduler() -> Iterator[str]:
+    """A Dask scheduler and two single-thread worker processes, started apart from the run."""
+    port = _free_port()
+    addr = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "dask"]
+    procs = [
+        subprocess.Popen(
+            [*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ),
+    ]  # fmt: skip
+    procs.append(
+        subprocess.Popen(
+            [*dask, "worker", addr, "--nworkers", "2", "--nthreads", "1", "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+    )  # fmt: skip
+    try:
+        from dask.distributed import Client
+
+        with Client(addr, timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+        yield addr
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=30)
+
+
+def test_a_cluster_named_by_scheduler_reaches_the_gateway_and_shares_its_limit(
+    tmp_path, monkeypatch, slow_up, scheduler
+):
+    monkeypatch.setenv("HGW_DASK_KEY", KEY)
+    root = _project(tmp_path, slow_up, concurrency=1)
+    code, trials = _dask_run(root, 2, 2, "--scheduler", scheduler, "--no-report")
+    assert code == 0 and [t["verdict"]["outcome"] for t in trials] == ["pass", "pass"], trials
+    assert slow_up.max_inflight == 1 and len(slow_up.served) == 6
