@@ -18,16 +18,26 @@ from support import harness, make_project
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 AGENT_SRC = Path(__file__).resolve().parent.parent / "agents" / "tool_agent.py"
+PROBER = Path(__file__).resolve().parent.parent / "attacks" / "link_prober.py"
 KEY = "sk-dask-real-key-91c3e5a7d2"
 FIX = ["cat calc.py", "sed -i 's/a - b/a + b/' calc.py"]
 
 
-def _project(tmp_path: Path, up: ScriptedUpstream, *, concurrency: int, limits: str = "") -> Path:
+def _project(
+    tmp_path: Path,
+    up: ScriptedUpstream,
+    *,
+    concurrency: int,
+    limits: str = "",
+    agent: Path = AGENT_SRC,
+    host_network: bool = False,
+) -> Path:
     root = make_project(tmp_path / "proj", n_cases=1)
-    if limits:
-        case = root / "cases" / "add-0" / "case.yaml"
-        case.write_text(case.read_text() + limits)
-    shutil.copy(AGENT_SRC, root / "tool_agent.py")
+    case = root / "cases" / "add-0" / "case.yaml"
+    case.write_text(case.read_text() + limits)
+    if host_network:
+        case.write_text(case.read_text().replace("disk_mb: 64}", "disk_mb: 64, network: host}", 1))
+    shutil.copy(agent, root / "tool_agent.py")
     path = root / "harness.yaml"
     path.write_text(
         path.read_text()
@@ -48,12 +58,14 @@ def _project(tmp_path: Path, up: ScriptedUpstream, *, concurrency: int, limits: 
     return root
 
 
-def _dask_run(root: Path, k: int, jobs: int, *extra: str) -> tuple[int, list[dict]]:  # type: ignore[type-arg]
+def _dask_run(
+    root: Path, k: int, jobs: int, *extra: str, clean: bool = True
+) -> tuple[int, list[dict]]:  # type: ignore[type-arg]
     done = harness(
         root, "run", "--release", "tool", "--k", str(k), "--executor", "dask",
         "--jobs", str(jobs), *extra,
     )  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
+    assert not clean or "Traceback" not in done.stderr, done.stderr
     shown = harness(root, "show", "--json")
     assert shown.returncode == 0, done.stdout + done.stderr + shown.stderr
     return done.returncode, json.loads(shown.stdout)["trials"]
@@ -97,7 +109,8 @@ def test_budget_and_upstream_500_under_dask_are_judged_as_locally(tmp_path, monk
     monkeypatch.setenv("HGW_DASK_KEY", KEY)
     with ScriptedUpstream(Script(["ls", "ls", "ls", "ls", *FIX])) as up:
         root = _project(tmp_path, up, concurrency=2, limits="limits: {turns: 3}\n")
-        _, trials = _dask_run(root, 1, 1, "--no-report")
+        # Dask itself logs the prober's garbage sent to its own ports: not clean stderr.
+        _, trials = _dask_run(root, 1, 1, "--no-report", clean=False)
         verdict = trials[0]["verdict"]
         assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
         assert len(up.served) == 3 and trials[0]["attempts"][-1]["model"]["turns"] == 3
@@ -152,3 +165,21 @@ def test_a_cluster_named_by_scheduler_reaches_the_gateway_and_shares_its_limit(
     code, trials = _dask_run(root, 2, 2, "--scheduler", scheduler, "--no-report")
     assert code == 0 and [t["verdict"]["outcome"] for t in trials] == ["pass", "pass"], trials
     assert slow_up.max_inflight == 1 and len(slow_up.served) == 6
+
+
+def test_an_agent_on_the_host_network_cannot_use_the_gateway_link(tmp_path, monkeypatch):
+    """Attack: with ``network: host`` the agent can see and call the link's port; without
+    the run's link secret (its own gateway token is not it) every open is refused."""
+    monkeypatch.setenv("HGW_DASK_KEY", KEY)
+    with ScriptedUpstream(Script(list(FIX))) as up:
+        root = _project(tmp_path, up, concurrency=2, agent=PROBER, host_network=True)
+        # Dask itself logs the prober's garbage sent to its own ports: not clean stderr.
+        _, trials = _dask_run(root, 1, 1, "--no-report", clean=False)
+        assert up.served == []  # the prober never reached the model
+    agent = trials[0]["attempts"][-1]["agent"]
+    blob = agent["stdout_blob"].split(":")[-1]
+    out = (root / ".harness" / "blobs" / "sha256" / blob[:2] / blob).read_text()
+    line = next(ln for ln in out.splitlines() if ln.startswith("LINK-PROBE "))
+    found = json.loads(line.removeprefix("LINK-PROBE "))
+    assert found, f"the prober did not find the link: {out}"  # else this proves nothing
+    assert all(statuses == [401, 401] for statuses in found.values()), found
