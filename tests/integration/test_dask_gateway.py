@@ -183,3 +183,15 @@ def test_an_agent_on_the_host_network_cannot_use_the_gateway_link(tmp_path, monk
     found = json.loads(line.removeprefix("LINK-PROBE "))
     assert found, f"the prober did not find the link: {out}"  # else this proves nothing
     assert all(statuses == [401, 401] for statuses in found.values()), found
+
+
+@pytest.mark.docker
+def test_dask_workers_reach_the_gateway_on_the_docker_backend(tmp_path, monkeypatch, slow_up):
+    monkeypatch.setenv("HGW_DASK_KEY", KEY)
+    root = _project(tmp_path, slow_up, concurrency=1)
+    code, trials = _dask_run(root, 2, 2, "--backend", "docker", "--no-report")
+    assert {t["backend"] for t in trials} == {"docker"}
+    assert code == 0 and [t["verdict"]["outcome"] for t in trials] == ["pass", "pass"], trials
+    assert slow_up.max_inflight == 1 and len(slow_up.served) == 6
+    models = [t["attempts"][-1]["model"] for t in trials]
+    assert sum(m["input_tokens"] for m in models) == sum(s.input_tokens for s in slow_up.served)
