@@ -18,7 +18,16 @@ from test_trial_gateway import _post as _unix_post
 from harness.cases.load import load_case
 from harness.cases.model import Limits
 from harness.errors import ConfigError, InfraError
-from harness.gateway import Gateway, LinkAddress, LinkScope, RemoteSession, active_gateway
+from harness.gateway import (
+    Gateway,
+    LinkAddress,
+    LinkScope,
+    RecordedCall,
+    RemoteSession,
+    active_gateway,
+    request_key,
+    session_label,
+)
 from harness.gateway import link_host as link_host_of
 from harness.records import Arm, FailureType, Outcome
 from harness.sandbox.fake import FakeSandbox
@@ -213,3 +222,44 @@ def test_a_limits_mismatch_uses_the_coordinators_limits(make_case, make_spec, up
         gw.close()
     assert out.record.verdict.failure_type is FailureType.BUDGET_EXCEEDED  # ...the plan says 1
     assert len(upstream.served) == 1
+
+
+def test_model_replay_over_the_link_with_the_upstream_stopped(
+    make_case, make_spec, upstream
+) -> None:
+    from test_trial_gateway import obeying_agent
+
+    spec = _spec(make_spec, make_case(), upstream)
+    recording = Gateway(keys={"TRIAL_KEY": KEY})
+    try:
+        link = recording.serve_link(_scope(spec), "127.0.0.1")
+        spec = dataclasses.replace(spec, gateway_link=link)
+        first = run_trial(spec, FakeSandbox(handler(obeying_agent)))
+    finally:
+        recording.close()
+    model = first.record.attempts[0].model
+    assert first.record.verdict.outcome is Outcome.PASS and model is not None
+    calls = [
+        RecordedCall(
+            request_key=request_key(first.blobs[c.request_blob]),
+            response=first.blobs[c.response_blob or ""],
+            status=c.status,
+            stream=c.stream,
+        )
+        for c in model.calls
+    ]
+    upstream.stop()  # the model is gone: only the recorded responses remain
+    replaying = Gateway(keys={}, replay_only=True)
+    replaying.add_replay(session_label(spec.key, 1), calls, "recorded")
+    try:
+        assert spec.release.upstream is not None
+        link = replaying.serve_link(_scope(spec), "127.0.0.1")
+        again = run_trial(
+            dataclasses.replace(spec, gateway_link=link), FakeSandbox(handler(obeying_agent))
+        )
+    finally:
+        replaying.close()
+    assert again.record.verdict.outcome is Outcome.PASS, again.record.verdict.reason
+    assert again.record.attempts[0].candidate_digest == first.record.attempts[0].candidate_digest
+    replayed = again.record.attempts[0].model
+    assert replayed is not None and replayed.replayed_from == "recorded" and replayed.turns == 3
