@@ -34,7 +34,10 @@ def _project(
 ) -> Path:
     root = make_project(tmp_path / "proj", n_cases=1)
     case = root / "cases" / "add-0" / "case.yaml"
-    case.write_text(case.read_text() + limits)
+    # Room for calls queued behind the shared limit (the contract's timeout is a hard bound).
+    text = case.read_text().replace("agent: {timeout_seconds: 30,", "agent: {timeout_seconds: 120,")
+    assert "timeout_seconds: 120" in text
+    case.write_text(text + limits)
     if host_network:
         case.write_text(case.read_text().replace("disk_mb: 64}", "disk_mb: 64, network: host}", 1))
     shutil.copy(agent, root / "tool_agent.py")
@@ -73,8 +76,10 @@ def _dask_run(
 
 @pytest.fixture
 def slow_up() -> Iterator[ScriptedUpstream]:
-    """Each answer takes 1.5 s, so two trials' calls overlap unless a limit serializes them."""
-    with ScriptedUpstream(Script(list(FIX), fault="slow", slow_seconds=1.5)) as up:
+    """Each answer takes 1.5 s and the first calls wait (up to 20 s) until two are in flight:
+    two trials' calls overlap unless a limit serializes them."""
+    script = Script(list(FIX), fault="slow", slow_seconds=1.5, gather=2, gather_seconds=20)
+    with ScriptedUpstream(script) as up:
         yield up
 
 
