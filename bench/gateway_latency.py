@@ -6,7 +6,10 @@ upstream, to the gateway session's unix socket (what the sandbox relay forwards 
 its loopback TCP listener. The gateway adds: wire checks, token check, budget bookkeeping,
 the upstream call through urllib3's pool, metering and the transcript blobs.
 
-    PYTHONPATH=$PWD python3 bench/gateway_latency.py [--n 300] [--stream]
+``--via-link`` adds the path of a trial on a Dask worker: the worker's own unix socket, then
+the gateway link (loopback TCP, link secret) to the coordinator's session.
+
+    PYTHONPATH=$PWD python3 bench/gateway_latency.py [--n 300] [--stream] [--via-link]
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scripted_upstream import MODEL, Script, ScriptedUpstream
 
 from harness.cases.model import Limits
-from harness.gateway import Gateway
+from harness.gateway import Gateway, LinkScope, RemoteSession
 from harness.project import Price, Upstream
+from harness.records import Arm, TrialKey
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -57,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--via-link", action="store_true", help="add the Dask worker's path")
     args = ap.parse_args()
     doc = {"model": MODEL, "messages": [{"role": "user", "content": "fix the bug " * 50}]}
     if args.stream:
@@ -77,14 +82,25 @@ def main() -> None:
             assert session.url is not None
             via_tcp = http.client.HTTPConnection(session.url.removeprefix("http://"), timeout=30)
             via_unix = UnixHTTPConnection(session.socket_path)
-            times: dict[str, list[float]] = {"direct": [], "gateway-unix": [], "gateway-tcp": []}
             conns = {"direct": direct, "gateway-unix": via_unix, "gateway-tcp": via_tcp}
+            tokens = dict.fromkeys(conns, session.token)
+            remote = None
+            if args.via_link:
+                key = TrialKey(arm=Arm.CANDIDATE, release="r", case_id="c", case_version=1, trial=0)
+                scope = LinkScope(trials={("candidate", "r", "c", 1): (spec, Limits())})
+                link = gw.serve_link(scope, "127.0.0.1")
+                remote = RemoteSession(link, key, 1, spec)
+                conns["link-unix"] = UnixHTTPConnection(remote.socket_path)
+                tokens["link-unix"] = remote.token
+            times: dict[str, list[float]] = {name: [] for name in conns}
             for i in range(args.n + 20):
                 for name, conn in conns.items():
-                    dt = _timed(conn, body, session.token)
+                    dt = _timed(conn, body, tokens[name])
                     if i >= 20:  # warm-up: connections, pools, imports
                         times[name].append(dt)
             session.close()
+            if remote is not None:
+                remote.close()
     base = statistics.median(times["direct"])
     print(f"{args.n} calls each, {'streamed' if args.stream else 'plain'}, interleaved")
     print(f"{'path':14} {'median ms':>10} {'p95 ms':>8} {'added median ms':>16}")

@@ -38,6 +38,7 @@ from harness.trial import TrialOutput, TrialSpec
 
 if TYPE_CHECKING:
     from harness.decision import RunDecision
+    from harness.gateway import LinkAddress
 
 __all__ = [
     "PlannedRun",
@@ -449,7 +450,12 @@ def check_system_unchanged(
 
 @contextmanager
 def model_gateway(
-    plan: PlannedRun, store: Store, *, executor: str = "local", baselines_dir: Path | None = None
+    plan: PlannedRun,
+    store: Store,
+    *,
+    executor: str = "local",
+    baselines_dir: Path | None = None,
+    scheduler: str | None = None,
 ) -> Iterator[object | None]:
     """Serve the run's model gateway while trials run (nothing when no arm calls a model).
 
@@ -457,10 +463,12 @@ def model_gateway(
     transcript kept by baseline ``NAME`` (under ``baselines_dir``).
 
     Checked before the first trial: every upstream's key variable is set (unless the run
-    replays recorded responses), and the executor runs trials in this process.
+    replays recorded responses). Under ``--executor dask`` the gateway also serves its
+    link to the workers, on the local address that routes to ``scheduler``.
 
     Raises:
-        ConfigError: a key variable is unset, or ``--executor dask`` with an upstream.
+        ConfigError: a key variable is unset, or the scheduler's address is unusable.
+        InfraError: the link cannot be served.
     """
     from harness.gateway import Gateway, check_keys
 
@@ -470,12 +478,6 @@ def model_gateway(
     if not upstreams:
         yield None
         return
-    if executor != "local":
-        raise ConfigError(
-            "releases with an upstream run on the local executor: the model gateway lives in "
-            "the coordinating process and Dask workers cannot reach its sockets",
-            field="--executor",
-        )
     source = plan.record.model_replay
     if source is None:
         check_keys(upstreams)
@@ -491,6 +493,19 @@ def model_gateway(
         for label, calls in found.items():
             gateway.add_replay(label, calls, source)
     with gateway.serving():
+        if executor == "dask":
+            from harness.gateway import LinkScope, link_host
+
+            scope = LinkScope(
+                trials={
+                    (arm.arm.value, arm.name, lc.id, lc.version): (up, lc.case.limits)
+                    for arm in plan.arms
+                    if (up := arm.release.upstream) is not None
+                    for lc in plan.cases
+                    if lc.id in arm.case_ids
+                }
+            )
+            gateway.serve_link(scope, link_host(scheduler))
         yield gateway
 
 
@@ -574,12 +589,14 @@ def _check_executor_options(request: RunRequest) -> None:
         raise ConfigError("--scheduler needs --executor dask", field="--scheduler")
 
 
-def make_executor(name: str, scheduler: str | None, jobs: int | None) -> Executor:
+def make_executor(
+    name: str, scheduler: str | None, jobs: int | None, link: LinkAddress | None = None
+) -> Executor:
     """Start the executor named by ``--executor`` (``local`` or ``dask``)."""
     if name == "dask":
         from harness.executors.dask import DaskExecutor
 
-        return DaskExecutor(scheduler=scheduler, jobs=jobs)
+        return DaskExecutor(scheduler=scheduler, jobs=jobs, link=link)
     from harness.executors.local import LocalExecutor
 
     return LocalExecutor(jobs)
@@ -625,15 +642,22 @@ def run_release(
         model_replay=request.model_replay,
     )
     gateway = ExitStack()  # checks key variables and the executor before anything is stored
-    gateway.enter_context(
-        model_gateway(plan, store, executor=request.executor, baselines_dir=project.baselines_dir)
+    served = gateway.enter_context(
+        model_gateway(
+            plan,
+            store,
+            executor=request.executor,
+            baselines_dir=project.baselines_dir,
+            scheduler=request.scheduler,
+        )
     )
     try:
         removed = sweep_orphans(plan.record.backend)
         if removed:
             obs.swept(removed)
         _preflight(project, plan, obs)
-        executor = make_executor(request.executor, request.scheduler, request.jobs)
+        link = getattr(served, "link", None)  # where Dask workers reach the gateway
+        executor = make_executor(request.executor, request.scheduler, request.jobs, link)
     except BaseException:
         gateway.close()
         raise

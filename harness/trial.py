@@ -39,7 +39,7 @@ from harness.errors import (
     InfraError,
 )
 from harness.excerpt import select_excerpt
-from harness.gateway import Session, active_gateway
+from harness.gateway import LinkAddress, RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR, AgentSpec, Release
 from harness.records import (
     Arm,
@@ -107,6 +107,9 @@ class TrialSpec:
     """The case's built environment: first on PATH in the verifier and the agent's shell."""
     agent_environment: BuiltEnv | None = None
     """The release's agent environment: mounted in the agent phase only."""
+    gateway_link: LinkAddress | None = field(default=None, repr=False, compare=False)
+    """How a worker without the gateway in its process reaches it (``--executor dask``):
+    set by the executor, never part of an identity or a record."""
 
 
 @dataclass
@@ -230,21 +233,26 @@ def _agent_phase(
     return rec
 
 
-def _gateway_session(ctx: _Context, attempt: int) -> Session | None:
-    """Open this agent phase's gateway session when the release calls a model."""
+def _gateway_session(ctx: _Context, attempt: int) -> Session | RemoteSession | None:
+    """Open this agent phase's gateway session when the release calls a model.
+
+    The gateway of this process (the coordinator's, local executor), else the run's gateway
+    over the link the spec carries (a Dask worker).
+    """
     upstream = ctx.spec.release.upstream
     if upstream is None:
         return None
     gateway = active_gateway()
-    if gateway is None:
-        raise InfraError(
-            "the release calls a model but no gateway serves this process "
-            "(trials with an upstream run in the coordinating process)",
-            reason="gateway",
-        )
-    k = ctx.spec.key
-    label = f"{k.arm.value}--{k.case_id}--v{k.case_version}--t{k.trial:03d}--a{attempt}"
-    return gateway.open_session(label, upstream, ctx.lc.case.limits)
+    if gateway is not None:
+        label = session_label(ctx.spec.key, attempt)
+        return gateway.open_session(label, upstream, ctx.lc.case.limits)
+    if ctx.spec.gateway_link is not None:
+        return RemoteSession(ctx.spec.gateway_link, ctx.spec.key, attempt, upstream)
+    raise InfraError(
+        "the release calls a model but no gateway serves this process and the trial "
+        "carries no gateway link",
+        reason="gateway",
+    )
 
 
 def _run_agent(
@@ -255,7 +263,7 @@ def _run_agent(
     out: Path,
     contract: PhaseContract,
     timeout: float,
-    session: Session | None,
+    session: Session | RemoteSession | None,
 ) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
     case = ctx.lc.case
     with ctx.sandbox.open(
@@ -318,7 +326,7 @@ def _too_large(exc: CandidateTooLarge) -> Verdict:
     )
 
 
-def _agent_view(ctx: _Context, session: Session | None) -> SealedView | None:
+def _agent_view(ctx: _Context, session: Session | RemoteSession | None) -> SealedView | None:
     """Build what the agent phase sees besides the minimal system (files, model endpoint)."""
     staged = ctx.tmp / "agent-files"
     if not staged.exists():

@@ -21,7 +21,7 @@ import argparse
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -53,6 +53,12 @@ class Script:
     faults: dict[int, str] = field(default_factory=dict)
     """Fault by step (0-based)."""
     slow_seconds: float = 3.0
+    hooks: dict[int, Callable[[], None]] = field(default_factory=dict)
+    gather: int = 0
+    """Hold the first requests until this many are in flight at once (or ``gather_seconds``
+    passed), so a test of a concurrency limit does not depend on trials' timing."""
+    gather_seconds: float = 10.0
+    """Called before answering a step (0-based), e.g. to break something mid-trajectory."""
 
 
 def usage_for(messages: Any, command: str) -> tuple[int, int]:
@@ -95,6 +101,13 @@ class _Handler(BaseHTTPRequestHandler):
         with up.lock:
             up.inflight += 1
             up.max_inflight = max(up.max_inflight, up.inflight)
+            if up.script.gather and not up.gathered:
+                up.arrived.notify_all()
+                up.arrived.wait_for(
+                    lambda: up.inflight >= up.script.gather, timeout=up.script.gather_seconds
+                )
+                up.gathered = True
+                up.arrived.notify_all()
         try:
             self._answer(up)
         finally:
@@ -110,6 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
         step = sum(1 for m in messages if m.get("role") == "assistant")
         script = up.script
         fault = script.faults.get(step, script.fault)
+        hook = script.hooks.get(step)
+        if hook is not None:
+            hook()
         stream = bool(req.get("stream"))
         cmds = script.commands
         command = cmds[step] if step < len(cmds) else FINISH
@@ -202,6 +218,8 @@ class ScriptedUpstream(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), _Handler)
         self.script = script
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
+        self.gathered = False
         self.requests: list[dict[str, Any]] = []
         self.served: list[Served] = []
         self.inflight = 0

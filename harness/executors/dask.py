@@ -5,15 +5,20 @@ record with its blobs, so workers never touch the store: the coordinator (this p
 remains the single writer. Without a scheduler address a ``LocalCluster`` of worker
 processes is started on this machine; with one, the cluster's workers must have harness
 installed and the case folders at the same paths (a shared checkout).
+
+Trials that call a model reach the run's one gateway (in this process) over its link:
+each such spec carries the link's address and secret (see :mod:`harness.gateway._link`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness.errors import ConfigError, InfraError
 from harness.executors import execute_spec
+from harness.gateway import LinkAddress
 from harness.trial import TrialOutput, TrialSpec
 
 __all__ = ["DaskExecutor"]
@@ -22,7 +27,10 @@ __all__ = ["DaskExecutor"]
 class DaskExecutor:
     """Run trials on a Dask cluster (a new local one, or the scheduler at ``scheduler``)."""
 
-    def __init__(self, scheduler: str | None = None, jobs: int | None = None) -> None:
+    def __init__(
+        self, scheduler: str | None = None, jobs: int | None = None, link: LinkAddress | None = None
+    ) -> None:
+        self._link = link
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError:  # pragma: no cover - depends on the installation
@@ -57,6 +65,11 @@ class DaskExecutor:
         """Submit every spec; yield outputs as workers finish them."""
         from dask.distributed import as_completed
 
+        if self._link is not None:
+            specs = [
+                replace(s, gateway_link=self._link) if s.release.upstream is not None else s
+                for s in specs
+            ]
         futures = self._client.map(execute_spec, list(specs), pure=False)
         try:
             for fut in as_completed(futures):

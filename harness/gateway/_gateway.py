@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.cases.model import Limits
 from harness.digest import digest_bytes, digest_json
@@ -29,6 +29,9 @@ from harness.gateway._http import Call, Endpoint, Reply, refusal
 from harness.gateway._upstream import Answer, UpstreamClient, UpstreamFault, Usage, meter
 from harness.project import Upstream
 from harness.records import ModelCall, ModelUsage
+
+if TYPE_CHECKING:
+    from harness.gateway._link import LinkAddress, LinkScope, LinkServer
 
 __all__ = [
     "Gateway",
@@ -109,6 +112,7 @@ class Session:
         replay: list[RecordedCall] | None,
         replayed_from: str | None,
         tcp: bool,
+        listen: bool = True,
     ) -> None:
         self.label = label
         self.upstream = upstream
@@ -121,7 +125,7 @@ class Session:
         self._lock = threading.Lock()
         self.blobs: dict[str, bytes] = {}
         self.socket_path = os.path.join(gateway.socket_dir, secrets.token_hex(6) + ".sock")
-        self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)]
+        self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)] if listen else []
         self.url: str | None = None
         """``http://127.0.0.1:<port>`` when opened with ``tcp=True`` (tests, benchmarks)."""
         if tcp:
@@ -317,6 +321,24 @@ class Gateway:
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
         self._replays: dict[str, tuple[str, list[RecordedCall]]] = {}
+        self._link: LinkServer | None = None
+
+    @property
+    def link(self) -> LinkAddress | None:
+        """Where Dask workers reach this gateway (set by :meth:`serve_link`)."""
+        return self._link.address if self._link is not None else None
+
+    def serve_link(self, scope: LinkScope, host: str) -> LinkAddress:
+        """Also serve the sessions of ``scope``'s trials to Dask workers, on ``host``.
+
+        Raises:
+            InfraError: the link cannot listen on ``host``.
+        """
+        from harness.gateway._link import LinkServer
+
+        if self._link is None:
+            self._link = LinkServer(self, scope, host)
+        return self._link.address
 
     def client(self, upstream: Upstream) -> UpstreamClient:
         """Return the one client (and so the one concurrency/rate limit) of ``upstream``."""
@@ -336,9 +358,18 @@ class Gateway:
             self._replays[label] = (source, calls)
 
     def open_session(
-        self, label: str, upstream: Upstream, limits: Limits, *, tcp: bool = False
+        self,
+        label: str,
+        upstream: Upstream,
+        limits: Limits,
+        *,
+        tcp: bool = False,
+        listen: bool = True,
     ) -> Session:
-        """Open the gateway of one agent phase: a fresh socket and token."""
+        """Open the gateway of one agent phase: a fresh socket and token.
+
+        ``listen=False``: no socket here (a Dask worker listens and forwards over the link).
+        """
         with self._lock:
             replay = self._replays.get(label)
         if replay is None and self.replay_only:
@@ -351,6 +382,7 @@ class Gateway:
             replay=replay[1] if replay is not None else None,
             replayed_from=replay[0] if replay is not None else None,
             tcp=tcp,
+            listen=listen,
         )
         with self._lock:
             self._live[session.token] = label
@@ -372,7 +404,10 @@ class Gateway:
         return "missing or unknown bearer token"
 
     def close(self) -> None:
-        """Close upstream connections and remove the socket folder."""
+        """Stop the link, close upstream connections and remove the socket folder."""
+        if self._link is not None:
+            self._link.close()
+            self._link = None
         with self._lock:
             clients, self._clients = list(self._clients.values()), {}
         for c in clients:

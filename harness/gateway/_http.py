@@ -15,7 +15,7 @@ import socket
 import socketserver
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -91,8 +91,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(reply.body)
 
     def _refuse(self, status: int, message: str, code: str) -> None:
-        self.close_connection = True
-        self._send(refusal(status, message, code))
+        # Said, so the client does not reuse a connection about to be closed.
+        self._send(replace(refusal(status, message, code), headers={"Connection": "close"}))
 
     def _dispatch(self) -> None:
         if self.command == "CONNECT":

@@ -40,13 +40,15 @@ def test_missing_key_variable_stops_the_run_before_the_first_trial(project, monk
     assert not (project / ".harness" / "runs").exists()
 
 
-def test_dask_executor_with_an_upstream_is_refused(project, monkeypatch):
+def test_dask_scheduler_the_gateway_link_cannot_route_to_is_a_config_error(project, monkeypatch):
     monkeypatch.setenv("HGW_E2E_KEY", "sk-e2e")
     _add_release(project, UPSTREAM_RELEASE)
     done = harness(
-        project, "run", "--release", "modelled", "--k", "1", "--executor", "dask", "--no-report"
-    )
-    assert done.returncode == 2 and "--executor" in done.stderr, done.stderr
+        project, "run", "--release", "modelled", "--k", "1", "--executor", "dask",
+        "--scheduler", "tcp://no-such-host.invalid:8786", "--no-report",
+    )  # fmt: skip
+    assert done.returncode == 2 and "--scheduler" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
     assert not (project / ".harness" / "runs").exists()
 
 
