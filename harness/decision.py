@@ -21,6 +21,7 @@ from harness.opchar import baseline_summary
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
 from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
+from harness.replay import baseline_replayed
 from harness.run import check_system_unchanged
 from harness.stats import ArmData
 from harness.store import RunHandle, Store
@@ -55,8 +56,13 @@ class RunDecision:
         parts = [f"candidate pass rate {rate:.3f}" if rate is not None else "no judged trials"]
         if hat is not None:
             parts.append(f"pass^{c.k} {hat:.3f}")
-        if self.decision.baseline is not None and self.decision.baseline.pass_rate.mean is not None:
-            parts.append(f"baseline pass rate {self.decision.baseline.pass_rate.mean:.3f}")
+        d = self.decision
+        if d.baseline_replayed and d.stored_baseline is not None:
+            if d.stored_baseline.pass_rate.mean is not None:
+                ref = d.stored_baseline.pass_rate.mean
+                parts.append(f"stored baseline pass rate {ref:.3f} (baseline arm replayed)")
+        elif d.baseline is not None and d.baseline.pass_rate.mean is not None:
+            parts.append(f"baseline pass rate {d.baseline.pass_rate.mean:.3f}")
         parts.append(f"{c.infra_errors} infra / {c.evaluator_errors} evaluator errors")
         return " · ".join(parts)
 
@@ -197,9 +203,12 @@ def decide_run(
     base = None
     stored_base = None
     oc_line = None
+    replayed = baseline_replayed(record)
     if record.baseline is not None:
-        base = _arm(trials, Arm.BASELINE, record.k, record.baseline, judgment)
         bl = load_baseline(project.baselines_dir, record.baseline)
+        # A replayed baseline arm re-executes the stored trials it has responses for.
+        base_k = min(record.k, bl.file.release.k) if replayed else record.k
+        base = _arm(trials, Arm.BASELINE, base_k, record.baseline, judgment)
         if record.baseline_digest is not None and bl.digest != record.baseline_digest:
             raise ConfigError(
                 f"baseline {record.baseline!r} changed after the run started (recorded "
@@ -233,6 +242,7 @@ def decide_run(
         invalid_reasons=invalid,
         critical_cases=record.critical_cases,
         operating_characteristics=oc_line,
+        baseline_replayed=replayed,
     )
     judged_trials: dict[str, list[RunRecord]] = {}
     for r in trials:

@@ -21,7 +21,10 @@ small named rules, each returning its reasons; the verdict is the most severe re
 
 The reference baseline is the re-executed baseline, falling back per case to the stored
 baseline for cases that were not re-executed (``baseline.mode: sample``). Without any
-baseline the decision is about the candidate alone and says so.
+baseline the decision is about the candidate alone and says so. When the baseline arm was
+re-executed from recorded model responses (``baseline_replayed``), it is not a fresh
+sample: the reference is the stored baseline and the re-executed arm serves the drift
+check only (:func:`rule_baseline_replayed` says so).
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ __all__ = [
     "regressed_cases",
     "rerun_plan",
     "rule_absolute",
+    "rule_baseline_replayed",
     "rule_budget",
     "rule_drift",
     "rule_imputation",
@@ -123,6 +127,9 @@ class Decision(_Frozen):
     drift: DriftCheck | None
     imputed_verdict: VerdictKind | None
     """Verdict of the statistical rules under worst-case imputation (None: nothing missing)."""
+    baseline_replayed: bool = False
+    """The baseline arm was re-executed from recorded model responses: the candidate was
+    compared with the stored baseline, the re-executed arm checked drift only."""
 
 
 def rule_validity(run_valid: bool, invalid_reasons: Sequence[str]) -> list[Reason]:
@@ -439,10 +446,30 @@ def rerun_plan(policy: Policy, summary: ArmSummary) -> tuple[str, ...]:
     return tuple(c.case_id for c in (flaky if limit is None else flaky[:limit]))
 
 
+def rule_baseline_replayed(stored: ArmData) -> list[Reason]:
+    """Say that the reference is the stored baseline because the re-executed one replayed."""
+    return [
+        _r(
+            "baseline_replayed",
+            "info",
+            "the baseline arm was re-executed from recorded model responses (not a fresh "
+            "sample): the candidate is compared with the stored baseline's "
+            f"{stored.k} trials per case; the re-executed arm measures evaluator and "
+            "environment drift only",
+            stored_k=stored.k,
+        )
+    ]
+
+
 def _reference(
-    baseline: ArmData | None, stored: ArmData | None
+    baseline: ArmData | None, stored: ArmData | None, *, replayed: bool = False
 ) -> tuple[ArmData | None, ArmData | None]:
-    """Return the reference arm (re-executed, else stored, per case) and the pooled arm."""
+    """Return the reference arm (re-executed, else stored, per case) and the pooled arm.
+
+    A replayed baseline arm is not a sample: the stored baseline alone is the reference.
+    """
+    if replayed:
+        return stored, None
     if baseline is not None and stored is not None:
         reference = ArmData(
             k=baseline.k, name=baseline.name, cases={**stored.cases, **baseline.cases}
@@ -468,6 +495,7 @@ def decide(
     invalid_reasons: Sequence[str] = (),
     critical_cases: Iterable[str] = (),
     operating_characteristics: str | None = None,
+    baseline_replayed: bool = False,
 ) -> Decision:
     """Apply ``policy`` to the arms and return the decision with its reasons.
 
@@ -477,17 +505,27 @@ def decide(
     (either may be None). ``critical_cases`` adds case ids flagged critical in their case
     files to the policy's list; critical cases are also required. ``run_valid`` /
     ``invalid_reasons`` block the decision. ``operating_characteristics`` is a sentence
-    from ``harness policy check`` shown as an info reason. Pure: the same arguments give
-    an equal :class:`Decision`.
+    from ``harness policy check`` shown as an info reason. ``baseline_replayed`` says the
+    ``baseline`` arm was re-executed from recorded model responses (``--model-replay
+    baseline:NAME``): it is then used for the drift check only and the candidate is
+    compared with ``stored_baseline`` (an ``info`` reason says so). Pure: the same
+    arguments give an equal :class:`Decision`.
+
+    Raises:
+        ValueError: ``baseline_replayed`` without a ``stored_baseline`` to compare with.
     """
+    if baseline_replayed and stored_baseline is None:
+        raise ValueError("baseline_replayed needs the stored baseline to compare with")
     critical = tuple(sorted(set(policy.critical_cases) | set(critical_cases)))
     required = tuple(sorted(set(policy.required_cases) | set(critical)))
     cand_sum = summarize_arm(candidate)
     base_sum = summarize_arm(baseline) if baseline is not None else None
     stored_sum = summarize_arm(stored_baseline) if stored_baseline is not None else None
-    reference, pooled = _reference(baseline, stored_baseline)
+    reference, pooled = _reference(baseline, stored_baseline, replayed=baseline_replayed)
 
     reasons = rule_validity(run_valid, invalid_reasons)
+    if baseline_replayed and stored_baseline is not None:
+        reasons += rule_baseline_replayed(stored_baseline)
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
     drift, found = rule_drift(policy, baseline, stored_baseline)
     reasons += found
@@ -569,4 +607,5 @@ def decide(
         rule=rule,
         drift=drift,
         imputed_verdict=imputed,
+        baseline_replayed=baseline_replayed,
     )

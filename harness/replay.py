@@ -8,6 +8,12 @@
   upstream stopped; a request that differs from the recorded one is ``infra_error``
   ("trajectory diverged"). A trial re-executed this way is not a fresh sample of the model:
   it measures evaluator and environment drift at no model cost.
+
+Which arms a gated run replays (:func:`replay_scope`): with ``--baseline NAME
+--model-replay baseline:NAME`` only the **baseline** arm is served from the responses the
+baseline was promoted with (its drift check at no model cost) and the candidate calls its
+upstream live; the gate then compares the candidate with the stored baseline's trials
+(:func:`baseline_replayed`). Any other source replays every arm (a reproduction).
 """
 
 from __future__ import annotations
@@ -16,17 +22,19 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.baseline import Baseline
+from harness.baseline import BASELINE_REPLAY, Baseline
 from harness.errors import ConfigError
 from harness.gateway import RecordedCall, request_key
-from harness.records import Arm, Outcome, RunRecord
+from harness.records import Arm, Outcome, ReleaseRecord, RunRecord
 from harness.store import Store
 
 __all__ = [
     "VerdictFlip",
     "baseline_calls",
+    "baseline_replayed",
     "recorded_calls",
     "recorded_candidates",
+    "replay_scope",
     "verdict_flips",
 ]
 
@@ -76,21 +84,62 @@ def recorded_calls(store: Store, run_id: str) -> dict[str, list[RecordedCall]]:
     return _calls(store.trials(run_id), store.get_blob)
 
 
-def baseline_calls(baseline: Baseline) -> dict[str, list[RecordedCall]]:
-    """Return the recorded calls a promoted baseline kept, for both arms of a gated run.
+def replay_scope(model_replay: str | None, baseline: str | None) -> frozenset[Arm]:
+    """Return the arms a run serves from recorded model responses (empty: none).
 
-    The baseline's (candidate) trials are offered under the candidate *and* the baseline
-    arm's labels: ``--model-replay baseline:NAME`` re-executes the baseline system on the
-    responses it was promoted with, and a candidate that asks the same gets the same.
+    ``--baseline NAME --model-replay baseline:NAME`` replays the baseline arm only: the
+    baseline is re-executed on the responses it was promoted with, the candidate is a fresh
+    sample. Any other source (a run, or ``baseline:NAME`` without that baseline) replays
+    every arm: a reproduction of a recorded trajectory.
+
+    Raises:
+        ConfigError: ``--model-replay baseline:B`` in a run gated against another baseline A
+            (B's responses cannot re-execute A, and replaying B as the candidate against A
+            would mix two references).
+    """
+    if model_replay is None:
+        return frozenset()
+    if model_replay.startswith(BASELINE_REPLAY) and baseline is not None:
+        name = model_replay.removeprefix(BASELINE_REPLAY)
+        if name != baseline:
+            raise ConfigError(
+                f"--model-replay {model_replay} with --baseline {baseline}: a gated run "
+                f"replays only its own baseline's responses (use --model-replay "
+                f"{BASELINE_REPLAY}{baseline}), or drop --baseline to reproduce {name}'s "
+                "trajectories",
+                field="--model-replay",
+            )
+        return frozenset({Arm.BASELINE})
+    return frozenset({Arm.CANDIDATE, Arm.BASELINE})
+
+
+def baseline_replayed(record: ReleaseRecord) -> bool:
+    """Tell whether the run replayed its baseline arm only (the candidate called live)."""
+    try:
+        return replay_scope(record.model_replay, record.baseline) == {Arm.BASELINE}
+    except ConfigError:
+        return False  # never planned: plan_run refuses the combination
+
+
+def baseline_calls(
+    baseline: Baseline, arms: Iterable[Arm] = (Arm.CANDIDATE, Arm.BASELINE)
+) -> dict[str, list[RecordedCall]]:
+    """Return the recorded calls a promoted baseline kept, offered under ``arms``' labels.
+
+    The baseline's (candidate) trials are offered under each arm's label: with both arms
+    (a reproduction) a candidate that asks the same gets the same; with the baseline arm
+    only (``--baseline NAME --model-replay baseline:NAME``) the baseline system is
+    re-executed on the responses it was promoted with and the candidate gets none.
 
     Raises:
         StoreIntegrityError: a transcript file is missing or corrupt.
     """
-    out = _calls(baseline.records, baseline.transcript)
-    for label, calls in list(out.items()):
-        arm, _, rest = label.partition("--")
-        if arm == Arm.CANDIDATE.value:
-            out.setdefault(f"{Arm.BASELINE.value}--{rest}", calls)
+    own = [r for r in baseline.records if r.key.arm is Arm.CANDIDATE]
+    out: dict[str, list[RecordedCall]] = {}
+    for label, calls in _calls(own, baseline.transcript).items():
+        rest = label.partition("--")[2]
+        for arm in arms:
+            out[f"{arm.value}--{rest}"] = calls
     return out
 
 

@@ -17,7 +17,7 @@ import random
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -71,6 +71,20 @@ class PlannedRun:
     arms: list[_ArmPlan]
     policy: Policy | None
     envs: PreparedEnvs = field(default_factory=PreparedEnvs)
+    replayed_baseline: frozenset[tuple[str, int]] | None = None
+    """Baseline replay (``--model-replay baseline:NAME``, :func:`harness.replay.replay_scope`):
+    the baseline arm runs only these recorded (case, trial) pairs of the stored baseline."""
+
+    def keep(self, specs: list[TrialSpec]) -> list[TrialSpec]:
+        """Drop the baseline trials that baseline replay has no recorded responses for."""
+        only = self.replayed_baseline
+        if only is None:
+            return specs
+        return [
+            s
+            for s in specs
+            if s.key.arm is not Arm.BASELINE or (s.key.case_id, s.key.trial) in only
+        ]
 
 
 def load_locked_cases(project: Project, only: Sequence[str] | None = None) -> list[LoadedCase]:
@@ -123,6 +137,9 @@ def plan_run(
             f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
             field="--allow-unenforced",
         )
+    from harness.replay import replay_scope
+
+    replayed = replay_scope(model_replay, baseline)  # bad combinations fail first
     release = project.release(release_name)
     backend = backend or project.file.backend
     cases = load_locked_cases(project, only)
@@ -219,9 +236,24 @@ def plan_run(
     specs = _specs(
         project, record, arms, cases, range(k), replayed=_replayed(project, arms, store), envs=envs
     )
-    return PlannedRun(
-        record=record, specs=specs, cases=cases, baseline=base, arms=arms, policy=policy, envs=envs
+    recorded = None
+    if base is not None and replayed == {Arm.BASELINE}:
+        recorded = frozenset(
+            (r.key.case_id, r.key.trial)
+            for r in base.records
+            if record.cases.get(r.key.case_id) == r.case_digest
+        )
+    plan = PlannedRun(
+        record=record,
+        specs=specs,
+        cases=cases,
+        baseline=base,
+        arms=arms,
+        policy=policy,
+        envs=envs,
+        replayed_baseline=recorded,
     )
+    return replace(plan, specs=plan.keep(specs))
 
 
 @dataclass(frozen=True)
@@ -386,8 +418,8 @@ def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[
         flaky |= set(rerun_plan(plan.policy, summarize_arm(data)))
     flaky -= set(plan.record.judgment_cases)
     extra = range(k, k + plan.policy.flaky_reruns.extra_trials)
-    return _specs(
-        project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky), envs=plan.envs
+    return plan.keep(
+        _specs(project, plan.record, plan.arms, plan.cases, extra, frozenset(flaky), envs=plan.envs)
     )
 
 
@@ -462,9 +494,11 @@ def model_gateway(
     ``--model-replay RUN`` serves a run of the store; ``--model-replay baseline:NAME`` the
     transcript kept by baseline ``NAME`` (under ``baselines_dir``).
 
-    Checked before the first trial: every upstream's key variable is set (unless the run
-    replays recorded responses). Under ``--executor dask`` the gateway also serves its
-    link to the workers, on the local address that routes to ``scheduler``.
+    Only the baseline arm is replayed when the source is the run's own baseline
+    (:func:`harness.replay.replay_scope`); the candidate then calls its upstream live.
+    Checked before the first trial: the key variable of every arm that calls its upstream
+    live is set. Under ``--executor dask`` the gateway also serves its link to the
+    workers, on the local address that routes to ``scheduler``.
 
     Raises:
         ConfigError: a key variable is unset, or the scheduler's address is unusable.
@@ -478,16 +512,17 @@ def model_gateway(
     if not upstreams:
         yield None
         return
-    source = plan.record.model_replay
-    if source is None:
-        check_keys(upstreams)
-    gateway = Gateway(replay_only=source is not None)
-    if source is not None:
-        from harness.replay import baseline_calls, recorded_calls
+    from harness.replay import baseline_calls, recorded_calls, replay_scope
 
+    source = plan.record.model_replay
+    replayed = replay_scope(source, plan.record.baseline)
+    live = {a.name: a.release.upstream for a in plan.arms if a.arm not in replayed}
+    check_keys({name: up for name, up in live.items() if up is not None})
+    gateway = Gateway(replay_arms={a.value for a in replayed})
+    if source is not None:
         if source.startswith(BASELINE_REPLAY) and baselines_dir is not None:
             name = source.removeprefix(BASELINE_REPLAY)
-            found = baseline_calls(load_baseline(baselines_dir, name))
+            found = baseline_calls(load_baseline(baselines_dir, name), replayed)
         else:
             found = recorded_calls(store, store.resolve_run(source))
         for label, calls in found.items():

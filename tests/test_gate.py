@@ -468,3 +468,52 @@ def test_operating_characteristics_line_is_an_info_reason() -> None:
     line = "at N = 45, k = 5 this gate catches a 10-point concentrated drop with probability 0.99"
     d = decide(POLICY, arm(STEADY), arm(STEADY), None, operating_characteristics=line)
     assert any(r.code == "operating_characteristics" and r.message == line for r in d.reasons)
+
+
+# ------------------------------------------------- baseline replayed from recorded responses
+
+REPLAYED_NOTE = (
+    "the baseline arm was re-executed from recorded model responses (not a fresh sample): "
+    "the candidate is compared with the stored baseline's 5 trials per case; the "
+    "re-executed arm measures evaluator and environment drift only"
+)
+
+
+def test_a_replayed_baseline_arm_is_not_the_reference_the_stored_one_is() -> None:
+    stored = dict(STEADY, f0="PPPFP")
+    replayed = dict(STEADY, f0="PPPPP")  # the verifier flaked once on replay
+    d = decide(POLICY, arm(STEADY), arm(replayed), arm(stored), baseline_replayed=True)
+    assert d.baseline_replayed and d.verdict == "pass"
+    (note,) = [r for r in d.reasons if r.code == "baseline_replayed"]
+    assert (note.severity, note.message) == ("info", REPLAYED_NOTE)
+    assert d.comparison is not None
+    row = {r.case_id: r for r in d.comparison.rows}["f0"]
+    assert row.baseline is not None and row.baseline.passes == 4  # the stored trials
+    assert "baseline_reproduced" in codes(d)  # the replayed arm still checks drift
+    fresh = decide(POLICY, arm(STEADY), arm(replayed), arm(stored))
+    assert not fresh.baseline_replayed and "baseline_replayed" not in codes(fresh)
+    assert fresh.comparison is not None
+    assert {r.case_id: r for r in fresh.comparison.rows}["f0"].baseline.passes == 5  # type: ignore[union-attr]
+
+
+def test_a_replayed_baseline_compares_the_candidate_with_the_stored_trials() -> None:
+    # Worse than the stored baseline on 8 stable cases: judged against its stored trials.
+    worse = dict(STEADY, **{f"s{i:02d}": "FFFFF" for i in range(8)})
+    d = decide(POLICY, arm(worse), arm(STEADY), arm(STEADY), baseline_replayed=True)
+    assert d.verdict == "fail" and "regression" in codes(d, "fail"), codes(d)
+    assert d.comparison is not None and d.comparison.e1.mean_baseline == pytest.approx(
+        summarize_arm(arm(STEADY)).pass_rate.mean
+    )
+
+
+def test_an_evaluator_change_shows_as_drift_under_baseline_replay() -> None:
+    # Same recorded responses, today's verifier rejects 8 cases that used to pass.
+    broken = dict(STEADY, **{f"s{i:02d}": "FFFFF" for i in range(8)})
+    d = decide(POLICY, arm(STEADY), arm(broken), arm(STEADY), baseline_replayed=True)
+    assert d.verdict == "blocked" and "baseline_drift" in codes(d, "blocked")
+    assert "baseline_replayed" in codes(d, "info")
+
+
+def test_baseline_replayed_needs_the_stored_baseline() -> None:
+    with pytest.raises(ValueError, match="stored baseline"):
+        decide(POLICY, arm(STEADY), arm(STEADY), None, baseline_replayed=True)

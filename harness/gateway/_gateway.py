@@ -17,7 +17,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -310,9 +310,17 @@ class Session:
 class Gateway:
     """The run's model gateway: upstream clients (shared limits), sessions, tokens."""
 
-    def __init__(self, *, keys: Mapping[str, str] | None = None, replay_only: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        keys: Mapping[str, str] | None = None,
+        replay_only: bool = False,
+        replay_arms: Collection[str] = (),
+    ) -> None:
         self.replay_only = replay_only
         """Model replay: every session is served from recorded calls, never the upstream."""
+        self.replay_arms = frozenset(replay_arms)
+        """Arms (label prefixes) served only from recorded calls; the others call upstream."""
         self._keys = keys  # None: read the host environment when a client is first needed
         self.socket_dir = tempfile.mkdtemp(prefix="hgw-")
         os.chmod(self.socket_dir, 0o700)
@@ -372,7 +380,7 @@ class Gateway:
         """
         with self._lock:
             replay = self._replays.get(label)
-        if replay is None and self.replay_only:
+        if replay is None and (self.replay_only or label.split("--")[0] in self.replay_arms):
             replay = ("no recorded calls for this trial", [])
         session = Session(
             self,

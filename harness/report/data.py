@@ -8,7 +8,8 @@ all four reports agree on every number.
 Arms: ``candidate``; ``baseline`` (the baseline re-executed in this run); ``stored``
 (the promoted baseline's stored results, summary only). The per-case table compares the
 candidate with the gate's *reference* baseline: the re-executed one, falling back per
-case to the stored one when a case was not re-executed.
+case to the stored one when a case was not re-executed, and always the stored one when the
+baseline arm was replayed from recorded model responses (``Decision.baseline_replayed``).
 
 Evidence is kept for every trial that did not pass. Excerpts are stored once per
 distinct text in :attr:`ReportData.excerpts` (identical output is common across trials
@@ -560,7 +561,8 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
     for cid in case_ids:
         row = rows.get(cid)
         c_view = cand.get(cid)
-        b_view: ArmCase | None = base_re.get(cid)
+        # A replayed baseline arm is not a sample: the stored one is what was compared.
+        b_view: ArmCase | None = None if dec.baseline_replayed else base_re.get(cid)
         source: Literal["re-executed", "stored"] | None = "re-executed" if b_view else None
         if row is not None and row.baseline is not None and b_view is None:
             b_view, source = ArmCase(summary=row.baseline), "stored"
@@ -582,7 +584,8 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
                                      release.release, dec.candidate, by_arm["candidate"],
                                      trials, Arm.CANDIDATE)]  # fmt: skip
     if dec.baseline is not None:
-        arms.append(_arm_view("baseline", _title("baseline re-executed", release.baseline),
+        role = "baseline re-executed" + (" (replayed)" if dec.baseline_replayed else "")
+        arms.append(_arm_view("baseline", _title(role, release.baseline),
                               release.baseline or "", dec.baseline, by_arm["baseline"],
                               trials, Arm.BASELINE))  # fmt: skip
     if dec.stored_baseline is not None:

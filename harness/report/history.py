@@ -94,6 +94,9 @@ class RunSummary(_Frozen):
     named_cases: tuple[str, ...]
     """Cases the gate names (regressions, broken, critical)."""
     cases: dict[str, CaseTrend]
+    baseline_replayed: bool = False
+    """The baseline arm was replayed from recorded model responses: the candidate was
+    compared with the stored baseline, the replayed arm checked drift only."""
 
 
 class RunListing(_Frozen):
@@ -135,6 +138,7 @@ def summary_from_decision(rd: RunDecision) -> RunSummary:
         named_cases=tuple(sorted(gate_named_cases(dec))),
         cases={c.case_id: CaseTrend(n=c.n, pass_rate=c.pass_rate, pass_hat_k=c.pass_hat_k,
                                     label=c.label) for c in dec.candidate.cases},
+        baseline_replayed=dec.baseline_replayed,
     )  # fmt: skip
 
 
