@@ -173,13 +173,22 @@ def fast_verdict(
     cand: np.ndarray,
     k: int,
     critical: tuple[str, ...],
+    *,
+    replayed: bool = False,
 ) -> tuple[str, str]:
-    """The gate's verdict on counts, and the rule that set it."""
+    """The gate's verdict on counts, and the rule that set it.
+
+    ``replayed``: ``rexec`` is the baseline re-executed from recorded model responses
+    (``decide(..., baseline_replayed=True)``): drift is checked with it, the candidate is
+    compared with ``stored`` and the budget's rates come from ``stored`` alone.
+    """
     if _drifted(policy, rexec, stored, k):
         return "blocked", "drift"
     ids = [f"case-{i:03d}" for i in range(cand.size)]
     n = np.full(cand.size, k)
     th = policy.thresholds
+    if replayed:
+        rexec = stored  # the reference; no pooling with a copy of itself
     res = policy_rule(policy, ids, cand, n, rexec, n, k=k, critical=critical)
     if res.outcome == "fail":
         return "fail", "regression"
@@ -188,9 +197,9 @@ def fast_verdict(
     if res.outcome == "warn":
         return "warn", "regression"
     at_risk = rexec == k
-    pooled = stored + rexec
-    prior = beta_prior(pooled, np.full(pooled.size, 2 * k))
-    risks = [flip_risk(int(x), 2 * k, k, prior) for x in pooled[at_risk]]
+    pooled, m = (stored, k) if replayed else (stored + rexec, 2 * k)
+    prior = beta_prior(pooled, np.full(pooled.size, m))
+    risks = [flip_risk(int(x), m, k, prior) for x in pooled[at_risk]]
     flips = int((at_risk & (cand < k)).sum())
     cdf = np.cumsum(poisson_binomial_pmf(risks))
     budget = max(
@@ -301,6 +310,231 @@ def _pct(x: int, n: int) -> str:
     return f"{100 * x / n:5.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+# --------------------------------------------------------------------------- baseline replay
+#
+# `--model-replay baseline:NAME` in a gated run re-executes the baseline arm from the
+# responses it was promoted with: the gate then compares the candidate with the STORED
+# baseline (one fixed sample, reused by every release gated against it) and uses the
+# replayed arm only for the drift check. Three questions:
+#  (i)   marginal rates: candidate vs the stored sample, against candidate vs a fresh re-run
+#        (the same draws, paired);
+#  (ii)  the conditional false-FAIL rate given one stored sample, reused by R releases;
+#  (iii) drift under replay: the replayed arm equals the stored outcomes except where the
+#        verifier itself flips (probability q per trial); an evaluator change flips a share
+#        x of the passes of the cases it hits.
+
+
+def _rng(seed: int, *parts: object) -> np.random.Generator:
+    tag = zlib.crc32("|".join(map(str, parts)).encode())
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, tag])))
+
+
+def _population(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return realistic(n) if name == "realistic" else very_flaky(n)
+
+
+def _shape(p: np.ndarray, stable: np.ndarray, scenario: str) -> np.ndarray:
+    """The candidate's pass probabilities under a scenario of the grid."""
+    if scenario == "diffuse":
+        return diffuse(p)
+    out = p.copy()
+    if scenario == "concentrated":
+        out[stable[: max(1, round(0.1 * p.size))]] = 0.0
+    return out
+
+
+def _replay_flips(
+    rng: np.random.Generator, stored: np.ndarray, k: int, q: float, x: np.ndarray
+) -> np.ndarray:
+    """Re-verify the stored trials: a pass survives w.p. (1−x)(1−q), a fail passes w.p. q(1−x)."""
+    keep = rng.binomial(stored, (1 - x) * (1 - q))
+    back = rng.binomial(k - stored, q * (1 - x))
+    return np.asarray(keep + back)
+
+
+def _marginal(
+    args: tuple[str, int, int, str, int, int, int, Policy, int],
+) -> dict[str, Counter[str]]:
+    pop, n, k, scenario, start, stop, seed, policy, check = args
+    p, stable = _population(pop, n)
+    pc = _shape(p, stable, scenario)
+    out: dict[str, Counter[str]] = {"fresh": Counter(), "stored": Counter()}
+    for rep in range(start, stop):
+        rng = _rng(seed, "marginal", pop, n, k, scenario, rep)
+        stored, rexec, cand = (rng.binomial(k, p), rng.binomial(k, p), rng.binomial(k, pc))
+        out["fresh"][fast_verdict(policy, stored, rexec, cand, k, ())[0]] += 1
+        verdict = fast_verdict(policy, stored, stored, cand, k, (), replayed=True)[0]
+        out["stored"][verdict] += 1
+        if rep - start < check:
+            full = decide(
+                policy, _arm(cand, k), _arm(stored, k), _arm(stored, k), baseline_replayed=True
+            )
+            assert full.verdict == verdict, (scenario, rep, full.verdict, verdict)
+            out["stored"]["checked"] += 1
+    return out
+
+
+def _conditional(args: tuple[str, int, int, int, int, int, int, Policy]) -> list[tuple[int, ...]]:
+    """Per stored sample: (fresh FAIL, fresh WARN, stored FAIL, stored WARN) over R releases."""
+    pop, n, k, start, stop, releases, seed, policy = args
+    p, _ = _population(pop, n)
+    rows = []
+    for m in range(start, stop):
+        stored = _rng(seed, "stored", pop, n, k, m).binomial(k, p)
+        rng = _rng(seed, "releases", pop, n, k, m)
+        tally = [0, 0, 0, 0]
+        for _ in range(releases):
+            rexec, cand = rng.binomial(k, p), rng.binomial(k, p)
+            fresh = fast_verdict(policy, stored, rexec, cand, k, ())[0]
+            again = fast_verdict(policy, stored, stored, cand, k, (), replayed=True)[0]
+            tally[0] += fresh == "fail"
+            tally[1] += fresh == "warn"
+            tally[2] += again == "fail"
+            tally[3] += again == "warn"
+        rows.append(tuple(tally))
+    return rows
+
+
+DRIFT_MODES = (("fresh re-run", None), ("replay, q = 0", 0.0), ("replay, q = 0.02", 0.02))
+DRIFT_CHANGES = (
+    ("none", 0.0, 1.0),
+    ("every case loses 10 % of its passes", 0.10, 1.0),
+    ("every case loses 25 % of its passes", 0.25, 1.0),
+    ("10 % of cases lose 50 % of their passes", 0.50, 0.10),
+    ("10 % of cases lose all passes", 1.0, 0.10),
+)
+
+
+def _drift(args: tuple[str, int, int, int, int, int, int, Policy]) -> list[int]:
+    """How often each mode is blocked for drift, per evaluator change."""
+    pop, n, k, change, start, stop, seed, policy = args
+    _, x_share, hit = DRIFT_CHANGES[change]
+    p, stable = _population(pop, n)
+    x = np.zeros(n)
+    x[stable[: max(1, round(hit * n))] if hit < 1 else slice(None)] = x_share
+    counts = [0] * len(DRIFT_MODES)
+    for rep in range(start, stop):
+        rng = _rng(seed, "drift", pop, n, k, change, rep)
+        stored = rng.binomial(k, p)
+        for i, (_, q) in enumerate(DRIFT_MODES):
+            if q is None:
+                rexec = rng.binomial(k, p * (1 - x))
+            else:
+                rexec = _replay_flips(rng, stored, k, q, x)
+            counts[i] += _drifted(policy, rexec, stored, k)
+    return counts
+
+
+def _chunks(total: int, step: int) -> list[tuple[int, int]]:
+    return [(lo, min(lo + step, total)) for lo in range(0, total, step)]
+
+
+def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
+    """Print the three baseline-replay tables (docs/gate.md)."""
+    pops = [x for x in ("realistic", "very flaky") if not ns.only or ns.only in x]
+    shapes = [(20, 5), (50, 5), (20, 3)]
+    alpha = policy.alpha
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
+        marg_keys = [
+            (pop, n, k, sc)
+            for pop in pops
+            for n, k in shapes
+            for sc in ("unchanged", "diffuse", "concentrated")
+        ]
+        marg_jobs = [
+            (key, (*key, lo, hi, ns.seed, policy, ns.check_decide if lo == 0 else 0))
+            for key in marg_keys
+            for lo, hi in _chunks(ns.reps, 250)
+        ]
+        marg: dict[tuple[str, int, int, str], dict[str, Counter[str]]] = {
+            key: {"fresh": Counter(), "stored": Counter()} for key in marg_keys
+        }
+        for (key, _), got in zip(
+            marg_jobs, pool.map(_marginal, [a for _, a in marg_jobs]), strict=True
+        ):
+            for mode, tally in got.items():
+                marg[key][mode].update(tally)
+        cond_keys = [(pop, n, k) for pop in pops for n, k in shapes[:2]]
+        cond_jobs = [
+            (key, (*key, lo, hi, ns.releases, ns.seed, policy))
+            for key in cond_keys
+            for lo, hi in _chunks(ns.stored_samples, 10)
+        ]
+        cond: dict[tuple[str, int, int], list[tuple[int, ...]]] = {key: [] for key in cond_keys}
+        for (key, _), rows in zip(
+            cond_jobs, pool.map(_conditional, [a for _, a in cond_jobs]), strict=True
+        ):
+            cond[key] += rows
+        drift_keys = [
+            (pop, n, k, c) for pop in pops for n, k in shapes[:2] for c in range(len(DRIFT_CHANGES))
+        ]
+        drift_jobs = [
+            (key, (*key, lo, hi, ns.seed, policy))
+            for key in drift_keys
+            for lo, hi in _chunks(ns.reps, 500)
+        ]
+        drift: dict[tuple[str, int, int, int], np.ndarray] = {
+            key: np.zeros(len(DRIFT_MODES), dtype=int) for key in drift_keys
+        }
+        for (key, _), counts in zip(
+            drift_jobs, pool.map(_drift, [a for _, a in drift_jobs]), strict=True
+        ):
+            drift[key] += np.array(counts)
+    elapsed = time.perf_counter() - began
+    checked = sum(m["stored"]["checked"] for m in marg.values())
+    print(
+        f"baseline replay: seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs; {checked} "
+        "replicates cross-checked against harness.decide(..., baseline_replayed=True)\n"
+    )
+    print(f"(i) marginal rates, {ns.reps} replicates per row, the same draws in both columns\n")
+    print(
+        "| population | N | k | scenario | fresh re-run: FAIL % | WARN % | BLOCKED % | "
+        "stored sample: FAIL % | WARN % | BLOCKED % |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (pop, n, k, sc), tallies in marg.items():
+        f, st = tallies["fresh"], tallies["stored"]
+        r = ns.reps
+        print(
+            f"| {pop} | {n} | {k} | {sc} | {_pct(f['fail'], r)} | {_pct(f['warn'], r)} | "
+            f"{_pct(f['blocked'], r)} | {_pct(st['fail'], r)} | {_pct(st['warn'], r)} | "
+            f"{_pct(st['blocked'], r)} |"
+        )
+    print(
+        f"\n(ii) conditional A/A false-FAIL rate given the stored sample: {ns.stored_samples} "
+        f"stored samples × {ns.releases} unchanged releases each (rates per stored sample; "
+        f"α = {alpha}; the fresh column is the same statistic when every release re-runs "
+        "its baseline, i.e. binomial noise alone)\n"
+    )
+    print(
+        "| population | N | k | reference | mean FAIL % | median | 90th pct | max | "
+        "share of stored samples > 2α | mean WARN % |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for (pop, n, k), rows in cond.items():
+        arr = np.array(rows, dtype=float) / ns.releases
+        for name, fail_col, warn_col in (("fresh re-run", 0, 1), ("stored sample", 2, 3)):
+            v = arr[:, fail_col]
+            print(
+                f"| {pop} | {n} | {k} | {name} | {100 * v.mean():.1f} | "
+                f"{100 * np.median(v):.1f} | {100 * np.quantile(v, 0.9):.1f} | "
+                f"{100 * v.max():.1f} | {100 * (v > 2 * alpha).mean():.1f} % | "
+                f"{100 * arr[:, warn_col].mean():.1f} |"
+            )
+    print(
+        f"\n(iii) blocked for drift, % of {ns.reps} replicates "
+        f"(drift_alpha {policy.baseline.drift_alpha})\n"
+    )
+    print(
+        "| population | N | k | evaluator change | " + " | ".join(m for m, _ in DRIFT_MODES) + " |"
+    )
+    print("|---|---|---|---|" + "---|" * len(DRIFT_MODES))
+    for (pop, n, k, c), counts in drift.items():
+        cells = " | ".join(_pct(int(x), ns.reps) for x in counts)
+        print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
+
+
 def main() -> None:
     """Run the grid and print a Markdown table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -315,9 +549,20 @@ def main() -> None:
         default=0,
         help="replicates per cell also run through harness.gate.decide",
     )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="the baseline-replay tables instead of the grid (--reps per marginal/drift row)",
+    )
+    parser.add_argument("--stored-samples", type=int, default=200, help="--replay: M")
+    parser.add_argument("--releases", type=int, default=100, help="--replay: R per sample")
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
+    if ns.replay:
+        print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
+        replay_tables(ns, policy)
+        return
     cells = grid(ns.reps, ns.reps_aa, ns.only)
     began = time.perf_counter()
     step = 250
