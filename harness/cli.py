@@ -167,8 +167,9 @@ def main() -> None:
     default=None,
     metavar="RUN|baseline:NAME",
     help="Serve the model's responses recorded by RUN, or kept by a promoted baseline with "
-    "baseline:NAME (upstream stopped); a request that differs is infra_error. Measures "
-    "drift at no model cost; not a fresh model sample.",
+    "baseline:NAME (upstream stopped); a request that differs is infra_error. With "
+    "--baseline NAME and baseline:NAME only the baseline arm is replayed (drift at no model "
+    "cost) and the candidate, called live, is compared with the stored baseline's trials.",
 )
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--no-report", is_flag=True, help="Do not write the HTML report.")

@@ -21,7 +21,7 @@ from harness.opchar import baseline_summary
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
 from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
-from harness.replay import baseline_replayed
+from harness.replay import baseline_replayed, replayed_baseline_flips
 from harness.run import check_system_unchanged
 from harness.stats import ArmData
 from harness.store import RunHandle, Store
@@ -153,6 +153,20 @@ def tampering_fails(rec: RunRecord) -> RunRecord:
     return rec.model_copy(update={"verdict": verdict})
 
 
+def _flips_note(trials: list[RunRecord], stored: list[RunRecord]) -> str:
+    pairs, flips = replayed_baseline_flips(trials, stored)
+    text = (
+        f"baseline replay: {len(flips)} of {pairs} re-executed baseline trials changed "
+        "verdict from the stored ones (same recorded responses)"
+    )
+    if flips:
+        shown = ", ".join(
+            f"{f.case_id} t{f.trial} {f.recorded.value} → {f.now.value}" for f in flips[:10]
+        )
+        text += f": {shown}" + (" …" if len(flips) > 10 else "")
+    return text
+
+
 def decide_run(
     project: Project,
     store: Store,
@@ -226,6 +240,8 @@ def decide_run(
         stored_base = _arm(
             same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
         )
+        if replayed:
+            notes.append(_flips_note(trials, same))
         # cache only: the simulation itself is `harness policy check`
         oc_line = baseline_summary(project.store_dir, policy, bl, record.k)
         if oc_line is None:

@@ -35,6 +35,7 @@ __all__ = [
     "recorded_calls",
     "recorded_candidates",
     "replay_scope",
+    "replayed_baseline_flips",
     "verdict_flips",
 ]
 
@@ -187,3 +188,38 @@ def verdict_flips(store: Store, run_id: str, source_run: str) -> list[VerdictFli
                 )
             )
     return sorted(flips, key=lambda f: (f.case_id, f.trial))
+
+
+def replayed_baseline_flips(
+    replayed: Iterable[RunRecord], stored: Iterable[RunRecord]
+) -> tuple[int, list[VerdictFlip]]:
+    """Pair the replayed baseline arm's judged trials with the stored ones, trial by trial.
+
+    Returns the number of pairs and the pairs whose verdict differs. Under baseline replay
+    the same responses should rebuild the same candidate: a flip is the verifier or the
+    environment answering differently (or a flaky verifier; nothing here says which).
+    """
+    judged = (Outcome.PASS, Outcome.FAIL)
+    before = {
+        (r.key.case_id, r.key.trial): r
+        for r in stored
+        if r.key.arm is Arm.CANDIDATE and r.outcome in judged
+    }
+    pairs = 0
+    flips = []
+    for t in replayed:
+        was = before.get((t.key.case_id, t.key.trial))
+        if t.key.arm is not Arm.BASELINE or was is None or t.outcome not in judged:
+            continue
+        pairs += 1
+        if was.case_digest == t.case_digest and was.outcome is not t.outcome:
+            flips.append(
+                VerdictFlip(
+                    case_id=t.key.case_id,
+                    trial=t.key.trial,
+                    recorded=was.outcome,
+                    now=t.outcome,
+                    reason=t.verdict.reason,
+                )
+            )
+    return pairs, sorted(flips, key=lambda f: (f.case_id, f.trial))

@@ -88,6 +88,9 @@ def test_baseline_replay_runs_the_candidate_live_and_compares_with_stored_trials
     assert infos["baseline_replayed"] == SENTENCE
     assert "baseline_reproduced" in infos  # the drift check: replayed vs stored
     assert decision["comparison"]["e1"]["mean_baseline"] == 1.0
+    notes = _gate(root)["notes"]
+    flips = "baseline replay: 0 of 1 re-executed baseline trials changed verdict"
+    assert any(n.startswith(flips) for n in notes), notes
     run_id = json.loads(harness(root, "show", "--json").stdout)["release"]["run_id"]
     page = html.unescape((root / "reports" / run_id / "index.html").read_text())
     comparison = page.split('<section id="comparison">', 1)[1].split("</section>", 1)[0]
@@ -133,3 +136,5 @@ def test_an_environment_change_shows_as_drift_under_baseline_replay(tmp_path, mo
     assert decision["baseline_replayed"] is True
     assert decision["drift"]["aggregate"]["mean_diff"] == -1.0
     assert decision["drift"]["broken"] == ["add-0"]
+    flips = "baseline replay: 1 of 1 re-executed baseline trials changed verdict"
+    assert any(n.startswith(flips) and "add-0 t0 pass → fail" in n for n in _gate(root)["notes"])
