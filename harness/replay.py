@@ -35,6 +35,7 @@ __all__ = [
     "recorded_calls",
     "recorded_candidates",
     "replay_scope",
+    "replayable_trials",
     "replayed_baseline_flips",
     "verdict_flips",
 ]
@@ -120,6 +121,38 @@ def baseline_replayed(record: ReleaseRecord) -> bool:
         return replay_scope(record.model_replay, record.baseline) == {Arm.BASELINE}
     except ConfigError:
         return False  # never planned: plan_run refuses the combination
+
+
+def replayable_trials(baseline: Baseline, cases: Mapping[str, str]) -> frozenset[tuple[str, int]]:
+    """(case id, trial) of the stored trials baseline replay can re-execute.
+
+    Those of a case version still in ``cases`` (id → digest) with a recorded transcript.
+
+    Raises:
+        ConfigError: the baseline's release calls no model, or it kept no transcript.
+    """
+    name = baseline.file.name
+    if baseline.release_definition.upstream is None:
+        raise ConfigError(
+            f"--model-replay {BASELINE_REPLAY}{name}: baseline {name!r} calls no model "
+            "(its release has no upstream): there are no responses to replay",
+            field="--model-replay",
+        )
+    out = frozenset(
+        (r.key.case_id, r.key.trial)
+        for r in baseline.records
+        if r.key.arm is Arm.CANDIDATE
+        and cases.get(r.key.case_id) == r.case_digest
+        and any(a.model is not None and a.model.calls for a in r.attempts)
+    )
+    if not out:
+        raise ConfigError(
+            f"--model-replay {BASELINE_REPLAY}{name}: baseline {name!r} kept no model "
+            "transcript for the current case versions; promote a run made through the "
+            "gateway again, or run without --model-replay",
+            field="--model-replay",
+        )
+    return out
 
 
 def baseline_calls(

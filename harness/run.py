@@ -137,7 +137,7 @@ def plan_run(
             f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
             field="--allow-unenforced",
         )
-    from harness.replay import replay_scope
+    from harness.replay import replay_scope, replayable_trials
 
     replayed = replay_scope(model_replay, baseline)  # bad combinations fail first
     release = project.release(release_name)
@@ -238,11 +238,7 @@ def plan_run(
     )
     recorded = None
     if base is not None and replayed == {Arm.BASELINE}:
-        recorded = frozenset(
-            (r.key.case_id, r.key.trial)
-            for r in base.records
-            if record.cases.get(r.key.case_id) == r.case_digest
-        )
+        recorded = replayable_trials(base, record.cases)
     plan = PlannedRun(
         record=record,
         specs=specs,

@@ -138,3 +138,16 @@ def test_an_environment_change_shows_as_drift_under_baseline_replay(tmp_path, mo
     assert decision["drift"]["broken"] == ["add-0"]
     flips = "baseline replay: 1 of 1 re-executed baseline trials changed verdict"
     assert any(n.startswith(flips) and "add-0 t0 pass → fail" in n for n in _gate(root)["notes"])
+
+
+def test_replaying_a_baseline_that_calls_no_model_is_refused(project):
+    assert harness(project, "run", "--release", "good", "--k", "1", "--no-report").returncode == 0
+    assert harness(project, "baseline", "promote", "latest", "--name", "plain").returncode == 0
+    runs = _runs(project)
+    done = harness(
+        project, "run", "--release", "good", "--k", "1", "--baseline", "plain",
+        "--model-replay", "baseline:plain", "--no-report",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--model-replay" in done.stderr and "calls no model" in done.stderr
+    assert "Traceback" not in done.stderr and _runs(project) == runs
