@@ -344,12 +344,35 @@ def _shape(p: np.ndarray, stable: np.ndarray, scenario: str) -> np.ndarray:
 
 
 def _replay_flips(
-    rng: np.random.Generator, stored: np.ndarray, k: int, q: float, x: np.ndarray
-) -> np.ndarray:
-    """Re-verify the stored trials: a pass survives w.p. (1−x)(1−q), a fail passes w.p. q(1−x)."""
+    rng: np.random.Generator,
+    stored: np.ndarray,
+    k: int,
+    q: float,
+    x: np.ndarray,
+    *,
+    one_way: bool = False,
+) -> tuple[np.ndarray, int, int]:
+    """Re-verify the stored trials: (replayed counts, pass→fail flips, fail→pass flips).
+
+    A pass survives w.p. (1−x)(1−q); a fail passes w.p. q(1−x), or never when the
+    verifier's flakiness is ``one_way`` (it only ever fails a good candidate: timeouts).
+    """
     keep = rng.binomial(stored, (1 - x) * (1 - q))
-    back = rng.binomial(k - stored, q * (1 - x))
-    return np.asarray(keep + back)
+    back = rng.binomial(k - stored, 0.0 if one_way else q * (1 - x))
+    return np.asarray(keep + back), int((stored - keep).sum()), int(back.sum())
+
+
+def _paired(stored: np.ndarray, k: int, lost: int, gained: int, alpha: float) -> bool:
+    """Exact paired flip test: more pass→fail than fail→pass flips than symmetric noise allows.
+
+    Under "the verifier flips any verdict with the same probability", given D flips in all,
+    the pass→fail ones are Bin(D, S / (S + F)) (S passes, F fails stored). Needs no q.
+    """
+    d = lost + gained
+    s = int(stored.sum())
+    if d == 0 or s == 0:
+        return False
+    return bool(sps.binom.sf(lost - 1, d, s / (stored.size * k)) <= alpha)
 
 
 def _marginal(
@@ -395,7 +418,18 @@ def _conditional(args: tuple[str, int, int, int, int, int, int, Policy]) -> list
     return rows
 
 
-DRIFT_MODES = (("fresh re-run", None), ("replay, q = 0", 0.0), ("replay, q = 0.02", 0.02))
+DRIFT_MODES: tuple[tuple[str, float | None, bool], ...] = (
+    ("fresh re-run", None, False),
+    ("replay, q = 0", 0.0, False),
+    ("replay, q = 0.02", 0.02, False),
+    ("replay, q = 0.02 pass→fail only", 0.02, True),
+)
+DRIFT_COLUMNS = ["fresh re-run: drift check"] + [
+    f"{name}: {test}"
+    for name, q, _ in DRIFT_MODES
+    if q is not None
+    for test in ("drift check", "paired flips")
+]
 DRIFT_CHANGES = (
     ("none", 0.0, 1.0),
     ("every case loses 10 % of its passes", 0.10, 1.0),
@@ -406,22 +440,27 @@ DRIFT_CHANGES = (
 
 
 def _drift(args: tuple[str, int, int, int, int, int, int, Policy]) -> list[int]:
-    """How often each mode is blocked for drift, per evaluator change."""
+    """How often each column flags drift, per evaluator change."""
     pop, n, k, change, start, stop, seed, policy = args
     _, x_share, hit = DRIFT_CHANGES[change]
     p, stable = _population(pop, n)
     x = np.zeros(n)
     x[stable[: max(1, round(hit * n))] if hit < 1 else slice(None)] = x_share
-    counts = [0] * len(DRIFT_MODES)
+    alpha = policy.baseline.drift_alpha
+    counts = [0] * len(DRIFT_COLUMNS)
     for rep in range(start, stop):
         rng = _rng(seed, "drift", pop, n, k, change, rep)
         stored = rng.binomial(k, p)
-        for i, (_, q) in enumerate(DRIFT_MODES):
+        col = 0
+        for _, q, one_way in DRIFT_MODES:
             if q is None:
-                rexec = rng.binomial(k, p * (1 - x))
-            else:
-                rexec = _replay_flips(rng, stored, k, q, x)
-            counts[i] += _drifted(policy, rexec, stored, k)
+                counts[col] += _drifted(policy, rng.binomial(k, p * (1 - x)), stored, k)
+                col += 1
+                continue
+            rexec, lost, gained = _replay_flips(rng, stored, k, q, x, one_way=one_way)
+            counts[col] += _drifted(policy, rexec, stored, k)
+            counts[col + 1] += _paired(stored, k, lost, gained, alpha)
+            col += 2
     return counts
 
 
@@ -441,6 +480,7 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
             for pop in pops
             for n, k in shapes
             for sc in ("unchanged", "diffuse", "concentrated")
+            if "1" in ns.tables
         ]
         marg_jobs = [
             (key, (*key, lo, hi, ns.seed, policy, ns.check_decide if lo == 0 else 0))
@@ -455,7 +495,7 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
         ):
             for mode, tally in got.items():
                 marg[key][mode].update(tally)
-        cond_keys = [(pop, n, k) for pop in pops for n, k in shapes[:2]]
+        cond_keys = [(pop, n, k) for pop in pops for n, k in shapes[:2] if "2" in ns.tables]
         cond_jobs = [
             (key, (*key, lo, hi, ns.releases, ns.seed, policy))
             for key in cond_keys
@@ -467,7 +507,11 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
         ):
             cond[key] += rows
         drift_keys = [
-            (pop, n, k, c) for pop in pops for n, k in shapes[:2] for c in range(len(DRIFT_CHANGES))
+            (pop, n, k, c)
+            for pop in pops
+            for n, k in shapes[:2]
+            for c in range(len(DRIFT_CHANGES))
+            if "3" in ns.tables
         ]
         drift_jobs = [
             (key, (*key, lo, hi, ns.seed, policy))
@@ -475,7 +519,7 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
             for lo, hi in _chunks(ns.reps, 500)
         ]
         drift: dict[tuple[str, int, int, int], np.ndarray] = {
-            key: np.zeros(len(DRIFT_MODES), dtype=int) for key in drift_keys
+            key: np.zeros(len(DRIFT_COLUMNS), dtype=int) for key in drift_keys
         }
         for (key, _), counts in zip(
             drift_jobs, pool.map(_drift, [a for _, a in drift_jobs]), strict=True
@@ -526,10 +570,8 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
         f"\n(iii) blocked for drift, % of {ns.reps} replicates "
         f"(drift_alpha {policy.baseline.drift_alpha})\n"
     )
-    print(
-        "| population | N | k | evaluator change | " + " | ".join(m for m, _ in DRIFT_MODES) + " |"
-    )
-    print("|---|---|---|---|" + "---|" * len(DRIFT_MODES))
+    print("| population | N | k | evaluator change | " + " | ".join(DRIFT_COLUMNS) + " |")
+    print("|---|---|---|---|" + "---|" * len(DRIFT_COLUMNS))
     for (pop, n, k, c), counts in drift.items():
         cells = " | ".join(_pct(int(x), ns.reps) for x in counts)
         print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
@@ -556,6 +598,7 @@ def main() -> None:
     )
     parser.add_argument("--stored-samples", type=int, default=200, help="--replay: M")
     parser.add_argument("--releases", type=int, default=100, help="--replay: R per sample")
+    parser.add_argument("--tables", default="123", help="--replay: which of (i)-(iii), e.g. 3")
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
