@@ -20,8 +20,16 @@ counts), and a critical case whose p goes 1.0 → 0.2 (drawn; reported, no targe
 
 Rates carry Wilson 95 % intervals; targets are judged on the point estimates.
 
+``--replay`` prints the baseline-replay tables instead (docs/gate.md, "Baseline model
+replay"): (i) the candidate judged against the stored sample vs against a fresh re-run,
+the same draws; (ii) the false-FAIL rate conditional on one stored sample reused by
+``--releases`` unchanged releases, over ``--stored-samples`` stored samples; (iii) drift
+under replay with a flaky verifier, the gate's drift check beside an exact paired flip test.
+
     python bench/decision_quality.py [--reps 1000] [--reps-aa 2000] [--jobs 2]
         [--seed 20261201] [--only realistic] [--check-decide 20]
+    python bench/decision_quality.py --replay [--reps 1000] [--stored-samples 200]
+        [--releases 100] [--tables 123] [--only realistic] [--check-decide 5]
 """
 
 from __future__ import annotations

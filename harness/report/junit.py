@@ -124,8 +124,13 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
             counts["skipped"] += 1
             continue
         if arm == "baseline" and c.baseline_source == "stored":
-            ET.SubElement(tc, "skipped", message="not re-executed in this run: the "
-                          "comparison used the stored baseline results")  # fmt: skip
+            why = (
+                "re-executed from recorded model responses (drift check only)"
+                if data.decision.baseline_replayed
+                else "not re-executed in this run"
+            )
+            ET.SubElement(tc, "skipped", message=f"{why}: the comparison used the stored "
+                          "baseline results")  # fmt: skip
             counts["skipped"] += 1
             continue
         _trial_properties(tc, ac)

@@ -95,6 +95,17 @@ def test_baseline_replay_runs_the_candidate_live_and_compares_with_stored_trials
     page = html.unescape((root / "reports" / run_id / "index.html").read_text())
     comparison = page.split('<section id="comparison">', 1)[1].split("</section>", 1)[0]
     assert SENTENCE in comparison
+    from harness.project import load_project
+    from harness.report.data import build_report
+    from harness.report.junit import render_junit
+    from harness.store import Store
+
+    project = load_project(root)
+    data = build_report(project, Store(project.store_dir), run_id)
+    assert [c.baseline_source for c in data.cases] == ["stored"]  # the per-case table
+    junit = render_junit(data, baseline=True).decode()
+    assert "re-executed from recorded model responses (drift check only)" in junit
+    assert "(not a fresh sample)" in (root / "reports" / run_id / "summary.md").read_text()
     summary = json.loads((root / ".harness" / "runs" / run_id / "summary.json").read_text())
     assert summary["baseline_replayed"] is True
 
