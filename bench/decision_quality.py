@@ -183,29 +183,32 @@ def fast_verdict(
     critical: tuple[str, ...],
     *,
     replayed: bool = False,
+    stored_k: int | None = None,
 ) -> tuple[str, str]:
     """The gate's verdict on counts, and the rule that set it.
 
     ``replayed``: ``rexec`` is the baseline re-executed from recorded model responses
     (``decide(..., baseline_replayed=True)``): drift is checked with it, the candidate is
-    compared with ``stored`` and the budget's rates come from ``stored`` alone.
+    compared with ``stored`` (``stored_k`` trials per case, default k) and the budget's
+    rates come from ``stored`` alone.
     """
-    if _drifted(policy, rexec, stored, k):
+    ks = stored_k if replayed and stored_k is not None else k
+    if _drifted(policy, rexec, stored, ks):
         return "blocked", "drift"
     ids = [f"case-{i:03d}" for i in range(cand.size)]
     n = np.full(cand.size, k)
     th = policy.thresholds
     if replayed:
         rexec = stored  # the reference; no pooling with a copy of itself
-    res = policy_rule(policy, ids, cand, n, rexec, n, k=k, critical=critical)
+    res = policy_rule(policy, ids, cand, n, rexec, np.full(cand.size, ks), k=k, critical=critical)
     if res.outcome == "fail":
         return "fail", "regression"
     if cand.sum() == 0:
         return "fail", "absolute"
     if res.outcome == "warn":
         return "warn", "regression"
-    at_risk = rexec == k
-    pooled, m = (stored, k) if replayed else (stored + rexec, 2 * k)
+    at_risk = rexec == ks
+    pooled, m = (stored, ks) if replayed else (stored + rexec, 2 * k)
     prior = beta_prior(pooled, np.full(pooled.size, m))
     risks = [flip_risk(int(x), m, k, prior) for x in pooled[at_risk]]
     flips = int((at_risk & (cand < k)).sum())
@@ -216,7 +219,7 @@ def fast_verdict(
     )
     if flips > budget:
         return "warn", "budget"
-    d = (cand - rexec) / k
+    d = cand / k - rexec / ks
     if d.size >= 2 and th.non_inferiority != "info":
         sd = float(d.std(ddof=1))
         half = float(sps.t.ppf(1 - policy.alpha, d.size - 1)) * sd / math.sqrt(d.size)
@@ -405,23 +408,38 @@ def _marginal(
     return out
 
 
-def _conditional(args: tuple[str, int, int, int, int, int, int, Policy]) -> list[tuple[int, ...]]:
-    """Per stored sample: (fresh FAIL, fresh WARN, stored FAIL, stored WARN) over R releases."""
-    pop, n, k, start, stop, releases, seed, policy = args
+def _conditional(
+    args: tuple[str, int, int, int, int, int, int, int, Policy, int],
+) -> list[tuple[int, ...]]:
+    """Per stored sample: (fresh FAIL, fresh WARN, stored FAIL, stored WARN) over R releases.
+
+    The stored sample has ``ks`` trials per case (the promoted run's k), releases k.
+    """
+    pop, n, k, ks, start, stop, releases, seed, policy, check = args
     p, _ = _population(pop, n)
     rows = []
     for m in range(start, stop):
-        stored = _rng(seed, "stored", pop, n, k, m).binomial(k, p)
+        stored = _rng(seed, "stored", pop, n, ks, m).binomial(ks, p)
         rng = _rng(seed, "releases", pop, n, k, m)
         tally = [0, 0, 0, 0]
-        for _ in range(releases):
+        for r in range(releases):
             rexec, cand = rng.binomial(k, p), rng.binomial(k, p)
-            fresh = fast_verdict(policy, stored, rexec, cand, k, ())[0]
-            again = fast_verdict(policy, stored, stored, cand, k, (), replayed=True)[0]
+            # A fresh re-run is judged against k re-executed trials whatever the stored k.
+            fresh = fast_verdict(policy, stored, rexec, cand, k, ())[0] if ks == k else ""
+            again = fast_verdict(policy, stored, stored, cand, k, (), replayed=True, stored_k=ks)
+            if m - start < check and r == 0:
+                full = decide(
+                    policy,
+                    _arm(cand, k),
+                    _arm(stored, ks),
+                    _arm(stored, ks),
+                    baseline_replayed=True,
+                )
+                assert full.verdict == again[0], (pop, n, k, ks, m, full.verdict, again)
             tally[0] += fresh == "fail"
             tally[1] += fresh == "warn"
-            tally[2] += again == "fail"
-            tally[3] += again == "warn"
+            tally[2] += again[0] == "fail"
+            tally[3] += again[0] == "warn"
         rows.append(tuple(tally))
     return rows
 
@@ -503,13 +521,21 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
         ):
             for mode, tally in got.items():
                 marg[key][mode].update(tally)
-        cond_keys = [(pop, n, k) for pop in pops for n, k in shapes[:2] if "2" in ns.tables]
+        cond_keys = [
+            (pop, n, k, ks)
+            for pop in pops
+            for n, k in shapes[:2]
+            for ks in (k, 2 * k)
+            if "2" in ns.tables
+        ]
         cond_jobs = [
-            (key, (*key, lo, hi, ns.releases, ns.seed, policy))
+            (key, (*key, lo, hi, ns.releases, ns.seed, policy, ns.check_decide))
             for key in cond_keys
             for lo, hi in _chunks(ns.stored_samples, 10)
         ]
-        cond: dict[tuple[str, int, int], list[tuple[int, ...]]] = {key: [] for key in cond_keys}
+        cond: dict[tuple[str, int, int, int], list[tuple[int, ...]]] = {
+            key: [] for key in cond_keys
+        }
         for (key, _), rows in zip(
             cond_jobs, pool.map(_conditional, [a for _, a in cond_jobs]), strict=True
         ):
@@ -539,50 +565,54 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
         f"baseline replay: seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs; {checked} "
         "replicates cross-checked against harness.decide(..., baseline_replayed=True)\n"
     )
-    print(f"(i) marginal rates, {ns.reps} replicates per row, the same draws in both columns\n")
-    print(
-        "| population | N | k | scenario | fresh re-run: FAIL % | WARN % | BLOCKED % | "
-        "stored sample: FAIL % | WARN % | BLOCKED % |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for (pop, n, k, sc), tallies in marg.items():
-        f, st = tallies["fresh"], tallies["stored"]
-        r = ns.reps
+    if marg:
+        print(f"(i) marginal rates, {ns.reps} replicates per row, the same draws in both columns\n")
         print(
-            f"| {pop} | {n} | {k} | {sc} | {_pct(f['fail'], r)} | {_pct(f['warn'], r)} | "
-            f"{_pct(f['blocked'], r)} | {_pct(st['fail'], r)} | {_pct(st['warn'], r)} | "
-            f"{_pct(st['blocked'], r)} |"
+            "| population | N | k | scenario | fresh re-run: FAIL % | WARN % | BLOCKED % | "
+            "stored sample: FAIL % | WARN % | BLOCKED % |"
         )
-    print(
-        f"\n(ii) conditional A/A false-FAIL rate given the stored sample: {ns.stored_samples} "
-        f"stored samples × {ns.releases} unchanged releases each (rates per stored sample; "
-        f"α = {alpha}; the fresh column is the same statistic when every release re-runs "
-        "its baseline, i.e. binomial noise alone)\n"
-    )
-    print(
-        "| population | N | k | reference | mean FAIL % | median | 90th pct | max | "
-        "share of stored samples > 2α | mean WARN % |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for (pop, n, k), rows in cond.items():
-        arr = np.array(rows, dtype=float) / ns.releases
-        for name, fail_col, warn_col in (("fresh re-run", 0, 1), ("stored sample", 2, 3)):
-            v = arr[:, fail_col]
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, sc), tallies in marg.items():
+            f, st = tallies["fresh"], tallies["stored"]
+            r = ns.reps
             print(
-                f"| {pop} | {n} | {k} | {name} | {100 * v.mean():.1f} | "
-                f"{100 * np.median(v):.1f} | {100 * np.quantile(v, 0.9):.1f} | "
-                f"{100 * v.max():.1f} | {100 * (v > 2 * alpha).mean():.1f} % | "
-                f"{100 * arr[:, warn_col].mean():.1f} |"
+                f"| {pop} | {n} | {k} | {sc} | {_pct(f['fail'], r)} | {_pct(f['warn'], r)} | "
+                f"{_pct(f['blocked'], r)} | {_pct(st['fail'], r)} | {_pct(st['warn'], r)} | "
+                f"{_pct(st['blocked'], r)} |"
             )
-    print(
-        f"\n(iii) blocked for drift, % of {ns.reps} replicates "
-        f"(drift_alpha {policy.baseline.drift_alpha})\n"
-    )
-    print("| population | N | k | evaluator change | " + " | ".join(DRIFT_COLUMNS) + " |")
-    print("|---|---|---|---|" + "---|" * len(DRIFT_COLUMNS))
-    for (pop, n, k, c), counts in drift.items():
-        cells = " | ".join(_pct(int(x), ns.reps) for x in counts)
-        print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
+    if cond:
+        print(
+            f"\n(ii) conditional A/A false-FAIL rate given the stored sample: {ns.stored_samples} "
+            f"stored samples × {ns.releases} unchanged releases each (rates per stored sample; "
+            f"α = {alpha}; the fresh column is the same statistic when every release re-runs "
+            "its baseline, i.e. binomial noise alone)\n"
+        )
+        print(
+            "| population | N | k | reference | mean FAIL % | median | 90th pct | max | "
+            "share of stored samples > 2α | mean WARN % |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, ks), rows in cond.items():
+            arr = np.array(rows, dtype=float) / ns.releases
+            refs = [("fresh re-run", 0, 1)] if ks == k else []
+            for name, fail_col, warn_col in [*refs, (f"stored sample, k = {ks}", 2, 3)]:
+                v = arr[:, fail_col]
+                print(
+                    f"| {pop} | {n} | {k} | {name} | {100 * v.mean():.1f} | "
+                    f"{100 * np.median(v):.1f} | {100 * np.quantile(v, 0.9):.1f} | "
+                    f"{100 * v.max():.1f} | {100 * (v > 2 * alpha).mean():.1f} % | "
+                    f"{100 * arr[:, warn_col].mean():.1f} |"
+                )
+    if drift:
+        print(
+            f"\n(iii) blocked for drift, % of {ns.reps} replicates "
+            f"(drift_alpha {policy.baseline.drift_alpha})\n"
+        )
+        print("| population | N | k | evaluator change | " + " | ".join(DRIFT_COLUMNS) + " |")
+        print("|---|---|---|---|" + "---|" * len(DRIFT_COLUMNS))
+        for (pop, n, k, c), counts in drift.items():
+            cells = " | ".join(_pct(int(x), ns.reps) for x in counts)
+            print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
 
 
 def main() -> None:
