@@ -563,7 +563,9 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
     checked = sum(m["stored"]["checked"] for m in marg.values())
     print(
         f"baseline replay: seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs; {checked} "
-        "replicates cross-checked against harness.decide(..., baseline_replayed=True)\n"
+        "marginal replicates cross-checked against harness.decide(..., "
+        "baseline_replayed=True); the conditional rows assert it for the first release of "
+        "--check-decide stored samples per chunk of 10\n"
     )
     if marg:
         print(f"(i) marginal rates, {ns.reps} replicates per row, the same draws in both columns\n")
