@@ -162,3 +162,22 @@ def test_replaying_a_baseline_that_calls_no_model_is_refused(project):
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--model-replay" in done.stderr and "calls no model" in done.stderr
     assert "Traceback" not in done.stderr and _runs(project) == runs
+
+
+@pytest.mark.slow
+def test_baseline_replay_under_dask_serves_only_the_baseline_arm(tmp_path, monkeypatch):
+    monkeypatch.setenv("HGW_E2E_KEY", E2E_KEY)
+    with ScriptedUpstream(Script(list(FIX))) as up:
+        root = _agent_project(tmp_path, up)
+        _promote(root)
+        before = len(up.served)
+        done = harness(
+            root, "run", "--release", "tool", "--k", "1", *GATED, "--no-report",
+            "--executor", "dask", "--jobs", "2",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert len(up.served) - before == 3  # the candidate's trial only
+    arms = {t["key"]["arm"]: t["attempts"][-1]["model"] for t in _trials(root)}
+    assert arms["baseline"]["replayed_from"] == "baseline:modelled"
+    assert arms["candidate"]["replayed_from"] is None
+    assert _gate(root)["decision"]["baseline_replayed"] is True
