@@ -65,9 +65,7 @@ def test_a_store_error_caused_by_a_full_disk_blocks():
         assert exit_for_exception(exc)[0] is ExitCode.BLOCKED
 
 
-def test_an_internal_error_exits_5_with_a_request_to_report_and_no_traceback(
-    monkeypatch, tmp_path
-):
+def test_an_internal_error_exits_5_with_a_request_to_report_and_no_traceback(monkeypatch, tmp_path):
     def boom(*_a, **_k):
         raise RuntimeError("injected")
 

@@ -251,8 +251,10 @@ def test_a_failed_trials_transcript_is_in_the_folder_and_linked(usage_run, tmp_p
     assert failed
     for rec in failed:
         call = rec.attempts[-1].model.calls[0]
-        for label, digest, mark in (("model request 1", call.request_blob, "fix"),
-                                    ("model response 1", call.response_blob, "TRANSCRIPT")):
+        for label, digest, mark in (
+            ("model request 1", call.request_blob, "fix"),
+            ("model response 1", call.response_blob, "TRANSCRIPT"),
+        ):
             rel = f"files/{digest.split(':', 1)[-1][:24]}.txt"
             assert (root / rel).is_file()
             assert mark in (root / rel).read_text()

@@ -46,8 +46,13 @@ def ask(port, method, auth=None, body=None):
 
 opening = json.dumps(
     {
-        "key": {"arm": "candidate", "release": "tool", "case_id": "add-0", "case_version": 1,
-                "trial": 0},
+        "key": {
+            "arm": "candidate",
+            "release": "tool",
+            "case_id": "add-0",
+            "case_version": 1,
+            "trial": 0,
+        },
         "attempt": 1,
     }
 ).encode()
