@@ -46,13 +46,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
+from harness.budget import beta_prior, flip_risk, poisson_binomial_pmf
 from harness.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate import decide
 from harness.opchar import wilson
 from harness.policy import Policy, load_policy
 from harness.records import Outcome
 from harness.rules import policy_rule
-from harness.stats import ArmData, beta_prior, flip_risk, poisson_binomial_pmf
+from harness.stats import ArmData
 
 ROOT = Path(__file__).resolve().parent.parent
 

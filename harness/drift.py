@@ -8,18 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.compare import PairedTest, case_counts, fisher_less, holm, paired_test
 from harness.exact import BrokenCountTest, WithinCaseTest, allocate_alpha
 from harness.exact import broken_count_test as _broken
 from harness.exact import within_case_test as _within
-from harness.stats import (
-    ArmData,
-    PairedTest,
-    case_counts,
-    fisher_less,
-    holm,
-    paired_test,
-    summarize_case,
-)
+from harness.stats import ArmData, summarize_case
 
 __all__ = ["DriftCheck", "drift_check"]
 

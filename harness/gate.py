@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from harness.compare import Comparison, compare_arms
 from harness.drift import DriftCheck, drift_check
 from harness.policy import Policy, policy_digest
 from harness.records import Outcome
@@ -51,14 +52,7 @@ from harness.rules import (
     rule_non_inferiority,
     rule_regression,
 )
-from harness.stats import (
-    ArmData,
-    ArmSummary,
-    Comparison,
-    compare_arms,
-    summarize_arm,
-    summarize_case,
-)
+from harness.stats import ArmData, ArmSummary, summarize_arm, summarize_case
 
 __all__ = [
     "GATE_RULE_VERSION",

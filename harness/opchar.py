@@ -34,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.baseline import Baseline, load_baseline
+from harness.budget import beta_prior, flip_risk, poisson_binomial_pmf
 from harness.digest import digest_json
 from harness.errors import ConfigError
 from harness.gate import GATE_RULE_VERSION
@@ -41,7 +42,6 @@ from harness.policy import Policy, policy_digest
 from harness.project import Project
 from harness.records import Outcome, RunRecord
 from harness.rules import policy_rule
-from harness.stats import beta_prior, flip_risk, poisson_binomial_pmf
 
 __all__ = [
     "SHAPES",

@@ -12,9 +12,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from harness.compare import Comparison, case_counts
 from harness.policy import Policy
 from harness.regression import RuleResult, regression_rule
-from harness.stats import Comparison, case_counts
 
 __all__ = [
     "GATE_RULE_VERSION",

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
+from harness.budget import flip_risk, poisson_binomial_pmf, regression_budget
+from harness.compare import case_counts, compare_arms, holm, mcnemar_exact, paired_test
 from harness.records import (
     Arm,
     AttemptRecord,
@@ -21,21 +23,7 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.stats import (
-    ArmData,
-    case_counts,
-    compare_arms,
-    flip_risk,
-    holm,
-    mcnemar_exact,
-    paired_test,
-    pass_at_k,
-    pass_hat_k,
-    poisson_binomial_pmf,
-    regression_budget,
-    summarize_arm,
-    summarize_case,
-)
+from harness.stats import ArmData, pass_at_k, pass_hat_k, summarize_arm, summarize_case
 
 P, F, INF, EV = Outcome.PASS, Outcome.FAIL, Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR
 
