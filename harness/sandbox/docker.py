@@ -15,23 +15,12 @@ Layout of a session (everything labelled ``harness.managed=1`` + run/session/rol
   root, ``/tmp`` tmpfs of ``disk_mb``, ``mem_limit == memswap_limit``, ``pids_limit``,
   ``nano_cpus``, ``RLIMIT_CPU`` for ``cpu_seconds``, ``no-new-privileges``, optional user.
 
-Which bound fired comes from the engine's evidence, never from the command's own words:
-
-* ``memory``: ``State.OOMKilled`` of the command's container, with a non-zero status;
-* ``wall_clock``: the harness's own deadline; the container is killed (``SIGKILL``);
-* ``pids``: at the deadline the engine's stats show ``pids_stats.current`` at the limit
-  (a fork bomb); or (heuristic: the container and its cgroup's ``pids.events`` are gone by
-  the time we look) the command failed and its stderr carries the kernel's ``EAGAIN`` from
-  ``fork``/``clone`` (``fork: Resource temporarily unavailable``, Python's
-  ``BlockingIOError: [Errno 11]``, ``pthread_create``);
-* ``cpu``: exit status ``128+SIGXCPU`` while ``cpu_seconds`` is set (``RLIMIT_CPU``);
-* ``disk``: a failed command whose stderr reports ``ENOSPC`` (the tmpfs is full).
-
-A command killed from outside (``docker kill``/``stop``/``rm -f``), a lost holder (the
-workspace is gone) or an engine that went away mid-command raise
-:class:`~harness.errors.SandboxUnavailableError`: an ``infra_error``, never a ``fail``.
-Exit statuses are reported as the engine gives them (``--init`` reports a child killed by
-signal ``N`` as ``128+N``; the engine cannot tell that apart from ``exit(128+N)``).
+A command's bounds and the engine's evidence of which one fired (``memory`` from
+``OOMKilled``, ``wall_clock`` from the harness's own deadline, ``pids``, ``cpu``, ``disk``)
+live in :mod:`harness.sandbox._docker_exec`: never the command's own words. A command killed
+from outside (``docker kill``/``stop``/``rm -f``), a lost holder (the workspace is gone) or
+an engine that went away mid-command raise :class:`~harness.errors.SandboxUnavailableError`:
+an ``infra_error``, never a ``fail``.
 
 Engine-level helpers (:func:`connect`, :func:`find_image`, :func:`engine_errors`,
 :func:`prune`) live in :mod:`harness.sandbox._docker_engine`, the attach-stream reader and
@@ -41,11 +30,7 @@ tar helpers in :mod:`harness.sandbox._docker_io`; this module re-exports the pub
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import re
-import signal
-import socket
 import stat
 import time
 import uuid
@@ -64,7 +49,6 @@ from harness.sandbox._docker_engine import (
     SEED_LABEL,
     PruneReport,
     _engine,
-    _unavailable,
     connect,
     engine_errors,
     find_image,
@@ -72,21 +56,12 @@ from harness.sandbox._docker_engine import (
     owner_state,
     prune,
 )
-from harness.sandbox._docker_engine import _created as _created  # tests import it here
-from harness.sandbox._docker_io import _Capture, _first_file, _pack_file, _pack_tree, _unpack_tree
-from harness.sandbox._docker_sdk import docker, requests
+from harness.sandbox._docker_exec import bound_options, run_command
+from harness.sandbox._docker_io import _first_file, _pack_file, _pack_tree, _unpack_tree
+from harness.sandbox._docker_sdk import docker
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox._treebound import TreeCounter
-from harness.sandbox.base import (
-    Bound,
-    ExecResult,
-    SandboxPaths,
-    SealedView,
-    Termination,
-    session_env,
-)
-from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK  # noqa: F401  (tests)
-from harness.sandbox.classify import Evidence, classify
+from harness.sandbox.base import ExecResult, SandboxPaths, SealedView, session_env
 
 __all__ = [
     "BOOT_LABEL",
@@ -108,11 +83,6 @@ __all__ = [
 _WS, _IO = "/workspace", "/harness/io"
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
-_NOT_FOUND = re.compile(
-    r"executable file not found|no such file or directory|"
-    r"permission denied",
-    re.I,
-)
 
 
 def _check_relay(endpoint: str) -> None:
@@ -584,18 +554,6 @@ class DockerSession:
         limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
         base = {"HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
         full_env = session_env(base, c, self._view, env, os.environ)
-        mem = c.memory_mb * 1024 * 1024
-        opts: dict[str, Any] = {}
-        if "memory" not in self._downgraded:
-            opts.update(mem_limit=mem, memswap_limit=mem)
-        if "pids" not in self._downgraded:
-            opts["pids_limit"] = c.pids
-        if c.cpus is not None and "cpu" not in self._downgraded:
-            opts["nano_cpus"] = int(c.cpus * 1e9)
-        if c.cpu_seconds is not None:
-            soft = math.ceil(c.cpu_seconds)
-            opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
-        tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
         self._n += 1
         run = list(argv)
         if self._view is not None and self._view.endpoint is not None:
@@ -611,172 +569,20 @@ class DockerSession:
                 working_dir=cwd or _WS,
                 user=c.user or "",
                 mounts=self._mounts,
-                tmpfs={"/tmp": tmp},
                 read_only=c.read_only_root,
                 network_mode="host" if c.network == "host" else "none",
                 labels={**self._labels, "harness.role": "exec"},
                 log_config=docker.types.LogConfig(type="none"),
                 security_opt=["no-new-privileges"],
                 stdin_open=stdin is not None,
-                **opts,
+                **bound_options(c, self._downgraded),
             )
         self._containers[ctr.id] = ctr
         try:
-            return self._run(ctr, tuple(argv), limit_s, stdin)
+            return run_command(
+                self._client, ctr, tuple(argv), c, limit_s, stdin, self._holder_alive
+            )
         finally:
             with contextlib.suppress(*_ENGINE_ERRORS):
                 ctr.remove(force=True)
             self._containers.pop(ctr.id, None)
-
-    def _run(
-        self, ctr: Any, argv: tuple[str, ...], limit_s: float, stdin: bytes | None
-    ) -> ExecResult:
-        c = self._contract
-        params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
-        with _engine("attaching to the command container", "start_failed"):
-            sock = ctr.attach_socket(params=params)
-        raw = getattr(sock, "_sock", sock)
-        out = _Capture(raw, c.output_bytes, sock)
-        try:
-            try:
-                ctr.start()
-            except docker.errors.APIError as exc:
-                if not _NOT_FOUND.search(str(exc.explanation or exc)):
-                    raise _unavailable(
-                        "starting the command container", exc, "start_failed"
-                    ) from exc
-                msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
-                return ExecResult(
-                    argv=argv,
-                    exit_code=127,
-                    termination=Termination.EXIT,
-                    stderr=msg,
-                    stderr_total=len(msg),
-                    duration_s=0.0,
-                )
-            except _ENGINE_ERRORS as exc:
-                raise _unavailable("starting the command container", exc, "start_failed") from exc
-            t0 = time.monotonic()
-            wall0 = time.time()
-            out.start()
-            if stdin is not None:
-                with contextlib.suppress(OSError):
-                    raw.sendall(stdin)
-                with contextlib.suppress(OSError):
-                    raw.shutdown(socket.SHUT_WR)
-            killed_pids: float | None = None
-            we_killed = False
-            try:
-                with _engine("waiting for the command", "engine_lost"):
-                    ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
-            except SandboxUnavailableError as exc:
-                if not isinstance(
-                    exc.__cause__,
-                    requests.exceptions.ReadTimeout | (requests.exceptions.ConnectionError),
-                ) or (time.monotonic() - t0 < limit_s - 0.05):
-                    raise
-                killed_pids = self._pids_now(ctr)
-                we_killed = True
-                with _engine("killing the command at its deadline", "engine_lost"):
-                    with contextlib.suppress(docker.errors.APIError):
-                        ctr.kill()
-                    ctr.wait(timeout=60)
-            duration = time.monotonic() - t0
-            out.join(10.0)
-            with _engine("inspecting the finished command", "container_gone"):
-                ctr.reload()
-        finally:
-            out.close()
-        state = ctr.attrs["State"]
-        status = int(state.get("ExitCode", -1))
-        self._holder_alive("after exec")
-        code: int | None = status
-        sig: int | None = None
-        if we_killed:
-            code, sig = None, signal.SIGKILL.value
-        elif 128 < status <= 192:  # --init reports a child killed by signal N as 128+N
-            code, sig = None, status - 128
-        term, bound = self._classify(
-            code,
-            sig,
-            bool(state.get("OOMKilled")),
-            we_killed,
-            killed_pids,
-            limit_s,
-            duration,
-            bytes(out.err),
-        )
-        if sig is not None and not we_killed and term is not Termination.MEMORY:
-            self._check_external_kill(ctr, wall0)
-        return ExecResult(
-            argv=argv,
-            exit_code=code,
-            signal=sig,
-            termination=term,
-            bound=bound,
-            stdout=bytes(out.out),
-            stderr=bytes(out.err),
-            stdout_truncated=out.totals[1] > len(out.out),
-            stdout_total=out.totals[1],
-            stderr_truncated=out.totals[2] > len(out.err),
-            stderr_total=out.totals[2],
-            duration_s=duration,
-        )
-
-    def _pids_now(self, ctr: Any) -> float | None:
-        """Engine stats right before our kill: how many pids the command held."""
-        try:
-            stats = ctr.stats(stream=False, one_shot=True)
-            return float((stats.get("pids_stats") or {})["current"])
-        except (KeyError, TypeError, ValueError, *_ENGINE_ERRORS):
-            return None
-
-    def _classify(
-        self,
-        code: int | None,
-        sig: int | None,
-        oom: bool,
-        we_killed: bool,
-        pids_at_kill: float | None,
-        limit_s: float,
-        duration: float,
-        stderr: bytes,
-    ) -> tuple[Termination, Bound | None]:
-        c = self._contract
-        return classify(
-            Evidence(
-                exit_code=code,
-                signal=None if we_killed else sig,
-                killed="wall_clock" if we_killed else None,
-                oom=oom,
-                pids_observed=pids_at_kill,
-                stderr=stderr,
-                duration_s=duration,
-                timeout_s=limit_s,
-                cpu_seconds=c.cpu_seconds,
-                memory_mb=c.memory_mb,
-                pids=c.pids,
-                disk_mb=c.disk_mb,
-            )
-        )
-
-    def _check_external_kill(self, ctr: Any, since: float) -> None:
-        """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
-        with _engine("reading engine events", "engine_lost"):
-            stream = self._client.events(
-                since=f"{since - 1:.6f}",
-                until=f"{time.time():.6f}",
-                decode=True,
-                filters={"container": ctr.id, "event": ["kill", "stop"]},
-            )
-            try:
-                events = list(stream)
-            finally:
-                stream.close()
-        if events:
-            sig = events[0].get("Actor", {}).get("Attributes", {}).get("signal", "?")
-            raise SandboxUnavailableError(
-                f"docker: command container {ctr.name} was killed from outside (signal "
-                f"{sig}); the command did not finish on its own",
-                reason="killed_externally",
-            )

@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 from harness.cases.model import PhaseContract
 from harness.errors import SandboxUnavailableError
 from harness.images import build_case_image, case_image_tag
+from harness.sandbox._docker_engine import _created
 from harness.sandbox.base import Sandbox, SandboxSession, Termination
+from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK
 from harness.sandbox.docker import (
-    _EAGAIN_FORK,
     DEFAULT_IMAGE,
     LABEL,
     DockerSandbox,
     DockerSession,
-    _created,
     connect,
     find_image,
     prune,

@@ -1,0 +1,244 @@
+"""One command of a Docker session: its bounds as engine options, its run, its evidence.
+
+:func:`bound_options` turns a contract into the engine options of a command container
+(cgroup memory+swap, pids and cpu, ``RLIMIT_CPU``, a sized ``/tmp``); :func:`run_command`
+starts the created container, feeds its stdin, waits until the deadline and reads what
+the engine saw. The session that creates and removes the container is
+:class:`harness.sandbox.docker.DockerSession`.
+
+Which bound fired comes from the engine's evidence, never from the command's own words:
+
+* ``memory``: ``State.OOMKilled`` of the command's container, with a non-zero status;
+* ``wall_clock``: the harness's own deadline; the container is killed (``SIGKILL``);
+* ``pids``: at the deadline the engine's stats show ``pids_stats.current`` at the limit
+  (a fork bomb); or (heuristic: the container and its cgroup's ``pids.events`` are gone by
+  the time we look) the command failed and its stderr carries the kernel's ``EAGAIN`` from
+  ``fork``/``clone`` (``fork: Resource temporarily unavailable``, Python's
+  ``BlockingIOError: [Errno 11]``, ``pthread_create``);
+* ``cpu``: exit status ``128+SIGXCPU`` while ``cpu_seconds`` is set (``RLIMIT_CPU``);
+* ``disk``: a failed command whose stderr reports ``ENOSPC`` (the tmpfs is full).
+
+The evidence goes to :func:`harness.sandbox.classify.classify`. A command killed from
+outside (the engine logged a ``kill``/``stop`` we did not send) raises
+:class:`~harness.errors.SandboxUnavailableError`. Exit statuses are reported as the engine
+gives them (``--init`` reports a child killed by signal ``N`` as ``128+N``; the engine
+cannot tell that apart from ``exit(128+N)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.cases.model import PhaseContract
+from harness.errors import SandboxUnavailableError
+from harness.sandbox._docker_engine import _ENGINE_ERRORS, _engine, _unavailable
+from harness.sandbox._docker_io import _Capture
+from harness.sandbox._docker_sdk import docker, requests
+from harness.sandbox.base import Bound, ExecResult, Termination
+from harness.sandbox.classify import Evidence, classify
+
+__all__ = ["bound_options", "run_command"]
+
+_NOT_FOUND = re.compile(
+    r"executable file not found|no such file or directory|"
+    r"permission denied",
+    re.I,
+)
+
+
+def bound_options(contract: PhaseContract, downgraded: tuple[str, ...]) -> dict[str, Any]:
+    """Engine options that bound one command container, less the ``downgraded`` bounds."""
+    c = contract
+    mem = c.memory_mb * 1024 * 1024
+    opts: dict[str, Any] = {}
+    if "memory" not in downgraded:
+        opts.update(mem_limit=mem, memswap_limit=mem)
+    if "pids" not in downgraded:
+        opts["pids_limit"] = c.pids
+    if c.cpus is not None and "cpu" not in downgraded:
+        opts["nano_cpus"] = int(c.cpus * 1e9)
+    if c.cpu_seconds is not None:
+        soft = math.ceil(c.cpu_seconds)
+        opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
+    tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
+    opts["tmpfs"] = {"/tmp": tmp}
+    return opts
+
+
+def run_command(
+    client: Any,
+    ctr: Any,
+    argv: tuple[str, ...],
+    contract: PhaseContract,
+    limit_s: float,
+    stdin: bytes | None,
+    holder_alive: Callable[[str], None],
+) -> ExecResult:
+    """Start the created command container ``ctr``, wait up to ``limit_s``, read its evidence.
+
+    ``holder_alive`` is called once the command is over: a lost workspace raises rather
+    than being reported as the command's result. See the module docstring for how the
+    termination and the bound are told.
+
+    Raises:
+        SandboxUnavailableError: the container could not be started, was killed or removed
+            from outside, the engine went away, or ``holder_alive`` raised.
+
+    """
+    c = contract
+    params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
+    with _engine("attaching to the command container", "start_failed"):
+        sock = ctr.attach_socket(params=params)
+    raw = getattr(sock, "_sock", sock)
+    out = _Capture(raw, c.output_bytes, sock)
+    try:
+        try:
+            ctr.start()
+        except docker.errors.APIError as exc:
+            if not _NOT_FOUND.search(str(exc.explanation or exc)):
+                raise _unavailable("starting the command container", exc, "start_failed") from exc
+            msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
+            return ExecResult(
+                argv=argv,
+                exit_code=127,
+                termination=Termination.EXIT,
+                stderr=msg,
+                stderr_total=len(msg),
+                duration_s=0.0,
+            )
+        except _ENGINE_ERRORS as exc:
+            raise _unavailable("starting the command container", exc, "start_failed") from exc
+        t0 = time.monotonic()
+        wall0 = time.time()
+        out.start()
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                raw.sendall(stdin)
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_WR)
+        killed_pids: float | None = None
+        we_killed = False
+        try:
+            with _engine("waiting for the command", "engine_lost"):
+                ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
+        except SandboxUnavailableError as exc:
+            if not isinstance(
+                exc.__cause__,
+                requests.exceptions.ReadTimeout | (requests.exceptions.ConnectionError),
+            ) or (time.monotonic() - t0 < limit_s - 0.05):
+                raise
+            killed_pids = _pids_now(ctr)
+            we_killed = True
+            with _engine("killing the command at its deadline", "engine_lost"):
+                with contextlib.suppress(docker.errors.APIError):
+                    ctr.kill()
+                ctr.wait(timeout=60)
+        duration = time.monotonic() - t0
+        out.join(10.0)
+        with _engine("inspecting the finished command", "container_gone"):
+            ctr.reload()
+    finally:
+        out.close()
+    state = ctr.attrs["State"]
+    status = int(state.get("ExitCode", -1))
+    holder_alive("after exec")
+    code: int | None = status
+    sig: int | None = None
+    if we_killed:
+        code, sig = None, signal.SIGKILL.value
+    elif 128 < status <= 192:  # --init reports a child killed by signal N as 128+N
+        code, sig = None, status - 128
+    term, bound = _classify(
+        c,
+        code,
+        sig,
+        bool(state.get("OOMKilled")),
+        we_killed,
+        killed_pids,
+        limit_s,
+        duration,
+        bytes(out.err),
+    )
+    if sig is not None and not we_killed and term is not Termination.MEMORY:
+        _check_external_kill(client, ctr, wall0)
+    return ExecResult(
+        argv=argv,
+        exit_code=code,
+        signal=sig,
+        termination=term,
+        bound=bound,
+        stdout=bytes(out.out),
+        stderr=bytes(out.err),
+        stdout_truncated=out.totals[1] > len(out.out),
+        stdout_total=out.totals[1],
+        stderr_truncated=out.totals[2] > len(out.err),
+        stderr_total=out.totals[2],
+        duration_s=duration,
+    )
+
+
+def _pids_now(ctr: Any) -> float | None:
+    """Engine stats right before our kill: how many pids the command held."""
+    try:
+        stats = ctr.stats(stream=False, one_shot=True)
+        return float((stats.get("pids_stats") or {})["current"])
+    except (KeyError, TypeError, ValueError, *_ENGINE_ERRORS):
+        return None
+
+
+def _classify(
+    contract: PhaseContract,
+    code: int | None,
+    sig: int | None,
+    oom: bool,
+    we_killed: bool,
+    pids_at_kill: float | None,
+    limit_s: float,
+    duration: float,
+    stderr: bytes,
+) -> tuple[Termination, Bound | None]:
+    return classify(
+        Evidence(
+            exit_code=code,
+            signal=None if we_killed else sig,
+            killed="wall_clock" if we_killed else None,
+            oom=oom,
+            pids_observed=pids_at_kill,
+            stderr=stderr,
+            duration_s=duration,
+            timeout_s=limit_s,
+            cpu_seconds=contract.cpu_seconds,
+            memory_mb=contract.memory_mb,
+            pids=contract.pids,
+            disk_mb=contract.disk_mb,
+        )
+    )
+
+
+def _check_external_kill(client: Any, ctr: Any, since: float) -> None:
+    """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
+    with _engine("reading engine events", "engine_lost"):
+        stream = client.events(
+            since=f"{since - 1:.6f}",
+            until=f"{time.time():.6f}",
+            decode=True,
+            filters={"container": ctr.id, "event": ["kill", "stop"]},
+        )
+        try:
+            events = list(stream)
+        finally:
+            stream.close()
+    if events:
+        sig = events[0].get("Actor", {}).get("Attributes", {}).get("signal", "?")
+        raise SandboxUnavailableError(
+            f"docker: command container {ctr.name} was killed from outside (signal "
+            f"{sig}); the command did not finish on its own",
+            reason="killed_externally",
+        )
