@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "operating_characteristics": "harness.opchar",
     "pass_at_k": "harness.stats",
     "pass_hat_k": "harness.stats",
-    "plan_run": "harness.run",
+    "plan_run": "harness.plan",
     "run_trial": "harness.trial",
     "write_reports": "harness.report",
 }
@@ -106,11 +106,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.errors import HarnessError
     from harness.gate import Decision, decide
     from harness.opchar import operating_characteristics
+    from harness.plan import plan_run
     from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
     from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict
     from harness.report import write_reports
-    from harness.run import plan_run
     from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, Termination
     from harness.sandbox.fake import FakeSandbox
     from harness.sandbox.local import LocalSandbox

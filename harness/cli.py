@@ -764,8 +764,8 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     """Build each case's image (base image + starting tree); a no-op when unchanged."""
     from harness.cases.load import load_cases
     from harness.env.plan import prepare_for_backend
+    from harness.plan import case_images
     from harness.project import load_project
-    from harness.run import case_images
 
     project = load_project(project_dir)
     active = [lc for lc in load_cases(project.cases_dir, only or None) if lc.active]

@@ -5,6 +5,9 @@ each revision gets a new candidate identity, a fresh verifier sandbox and the fe
 package built mechanically from the previous attempt's external evidence. The trial's
 verdict is the last attempt's.
 
+The sandboxed phases themselves (agent, verifier) live in :mod:`harness.phases`; this
+module drives them, builds the feedback between attempts and writes the record.
+
 Exceptions become verdicts in exactly one place, :func:`verdict_from_exception`.
 """
 
@@ -12,25 +15,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
 from harness import __version__
-from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase, load_case
-from harness.cases.model import ArtifactRule, PhaseContract
 from harness.digest import tree_manifest
 from harness.env.model import BuiltEnv
-from harness.env.plan import check_envs, phase_view
+from harness.env.plan import check_envs
 from harness.errors import (
     BudgetExceededError,
     CandidateTooLarge,
@@ -39,8 +38,9 @@ from harness.errors import (
     InfraError,
 )
 from harness.excerpt import select_excerpt
-from harness.gateway import LinkAddress, RemoteSession, Session, active_gateway, session_label
-from harness.project import AGENT_DIR, AgentSpec, Release
+from harness.gateway import LinkAddress
+from harness.phases import Blobs, TrialContext, agent_phase, env_view, phase_label, verifier_phase
+from harness.project import AgentSpec, Release
 from harness.records import (
     Arm,
     AttemptRecord,
@@ -53,21 +53,10 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.runner_guard import (
-    CANARY_LOG,
-    GuardedRun,
-    check_canary,
-    cross_check,
-    guard_env,
-    guard_files,
-    guarded_runs,
-    new_nonce,
-)
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
+from harness.sandbox.base import Sandbox
 from harness.sandbox.prune import owned_prefix
-from harness.verify import judge_agent_phase, judge_verifier, parse_agent_result
-from harness.vtree import VerificationTree, build_verification_tree
-from harness.workspace import Candidate, extract_tree, materialize, snapshot
+from harness.verify import judge_agent_phase, parse_agent_result
+from harness.workspace import Candidate, materialize, snapshot
 
 __all__ = [
     "TrialOutput",
@@ -77,10 +66,6 @@ __all__ = [
     "verify_tree",
     "verify_tree_phase",
 ]
-
-_RESULT_LIMIT = 1 << 20
-_WITH_BASE_URL = 'OPENAI_BASE_URL="$HARNESS_ENDPOINT/v1" exec "$@"'
-_ARTIFACT_LIMIT = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -146,175 +131,6 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
     return Verdict(outcome=Outcome.EVALUATOR_ERROR, reason=f"unexpected: {tb}")
 
 
-class _Blobs:
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-
-    def put(self, data: bytes) -> str:
-        from harness.digest import digest_bytes
-
-        d = digest_bytes(data)
-        self.data[d] = data
-        return d
-
-
-def _phase_record(
-    phase: Literal["agent", "verifier"], res: ExecResult, session: SandboxSession, blobs: _Blobs
-) -> PhaseRecord:
-    return PhaseRecord(
-        phase=phase,
-        argv=res.argv,
-        exit_code=res.exit_code,
-        signal=res.signal,
-        termination=res.termination,
-        bound=res.bound,
-        duration_s=res.duration_s,
-        cpu_s=res.cpu_s,
-        peak_memory_mb=res.peak_memory_mb,
-        stdout_blob=blobs.put(res.stdout),
-        stderr_blob=blobs.put(res.stderr),
-        stdout_truncated=res.stdout_truncated,
-        stderr_truncated=res.stderr_truncated,
-        excerpt=select_excerpt(res.stdout, res.stderr),
-        image_id=session.image_id,
-        downgraded=session.downgraded,
-    )
-
-
-@dataclass
-class _Context:
-    spec: TrialSpec
-    lc: LoadedCase
-    sandbox: Sandbox
-    tmp: Path
-    start_dir: Path
-    start_manifest: dict[str, str]
-    blobs: _Blobs
-    partial: dict[int, dict[str, object]] = field(default_factory=dict)
-    """Per attempt: what the agent phase recorded before an exception ended the attempt."""
-
-
-def _label(ctx: _Context, phase: str, attempt: int) -> str:
-    return f"{ctx.spec.key.slug()}--a{attempt}--{phase}"
-
-
-def _agent_phase(
-    ctx: _Context, attempt: int, base: Path, feedback: bytes | None, out: Path
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
-    """Run the agent on ``base``; leave the candidate tree in ``out`` (unless over bounds)."""
-    case = ctx.lc.case
-    if ctx.spec.release.agent.adapter == "replay":
-        if ctx.spec.replay_tarball is None:
-            raise EvaluatorError(
-                "replay: the recorded run has no candidate for this case and trial index"
-            )
-        extract_tree(ctx.spec.replay_tarball, out)
-        return None, None, None, None
-    contract = _with_image(case.contract.agent, ctx.spec.image)
-    timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
-    session = _gateway_session(ctx, attempt)
-    if session is None:
-        return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
-    try:
-        # Time waiting on the upstream is not the agent's: the contract's timeout stays the
-        # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
-        rec = _run_agent(
-            ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
-        )
-    finally:
-        usage = session.close()
-        for data in session.blobs.values():
-            ctx.blobs.put(data)
-        ctx.partial.setdefault(attempt, {})["model"] = usage
-    if usage.fault is not None:
-        raise InfraError(usage.fault, reason="upstream")
-    if usage.budget is not None:
-        raise BudgetExceededError(usage.budget, kind="model_calls")
-    return rec
-
-
-def _gateway_session(ctx: _Context, attempt: int) -> Session | RemoteSession | None:
-    """Open this agent phase's gateway session when the release calls a model.
-
-    The gateway of this process (the coordinator's, local executor), else the run's gateway
-    over the link the spec carries (a Dask worker).
-    """
-    upstream = ctx.spec.release.upstream
-    if upstream is None:
-        return None
-    gateway = active_gateway()
-    if gateway is not None:
-        label = session_label(ctx.spec.key, attempt)
-        return gateway.open_session(label, upstream, ctx.lc.case.limits)
-    if ctx.spec.gateway_link is not None:
-        return RemoteSession(ctx.spec.gateway_link, ctx.spec.key, attempt, upstream)
-    raise InfraError(
-        "the release calls a model but no gateway serves this process and the trial "
-        "carries no gateway link",
-        reason="gateway",
-    )
-
-
-def _run_agent(
-    ctx: _Context,
-    attempt: int,
-    base: Path,
-    feedback: bytes | None,
-    out: Path,
-    contract: PhaseContract,
-    timeout: float,
-    session: Session | RemoteSession | None,
-) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
-    case = ctx.lc.case
-    with ctx.sandbox.open(
-        contract,
-        label=_label(ctx, "agent", attempt),
-        downgrade=ctx.spec.downgrade,
-        view=_agent_view(ctx, session),
-    ) as s:
-        if ctx.spec.image is None:
-            s.put_tree(base)
-        elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
-            s.remove(s.paths.workspace)
-            s.put_tree(base)
-        inv = prepare_agent(
-            ctx.spec.key.release,
-            ctx.spec.release,
-            ctx.lc,
-            trial=ctx.spec.key.trial,
-            attempt=attempt,
-            io_dir=s.paths.io,
-            workspace=s.paths.workspace,
-            feedback=feedback,
-            run_seed=ctx.spec.run_seed,
-        )
-        for name, data in inv.io_files.items():
-            s.write_file(f"{s.paths.io}/{name}", data)
-        assert inv.argv is not None
-        argv, env = inv.argv, dict(inv.env)
-        if session is not None:
-            # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
-            argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
-            env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
-        res = s.exec(argv, env=env, timeout=timeout)
-        result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
-        overflow = None
-        try:
-            # A candidate that cannot fit the verifier's disk can never be verified: its fault.
-            disk = case.contract.verifier.disk_mb
-            mb = (
-                case.contract.candidate_mb
-                if disk is None
-                else min(disk, case.contract.candidate_mb)
-            )
-            s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
-        except CandidateTooLarge as exc:
-            overflow = exc
-        record = _phase_record("agent", res, s, ctx.blobs)
-        ctx.partial.setdefault(attempt, {})["agent"] = record
-        return record, res, result_file, overflow
-
-
 def _too_large(exc: CandidateTooLarge) -> Verdict:
     kind = FailureType.FILES if exc.kind == "files" else FailureType.DISK
     detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
@@ -324,124 +140,6 @@ def _too_large(exc: CandidateTooLarge) -> Verdict:
         reason=f"candidate: {exc}",
         checks=(CheckResult(name="candidate.size", ok=False, detail=detail),),
     )
-
-
-def _agent_view(ctx: _Context, session: Session | RemoteSession | None) -> SealedView | None:
-    """Build what the agent phase sees besides the minimal system (files, model endpoint)."""
-    staged = ctx.tmp / "agent-files"
-    if not staged.exists():
-        stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
-    view = _view(ctx.spec, "agent") or SealedView()
-    mounts = view.mounts
-    if staged.exists():
-        mounts += (ViewMount(source=str(staged), target=AGENT_DIR),)
-    endpoint = session.socket_path if session is not None else None
-    view = view.model_copy(update={"mounts": mounts, "endpoint": endpoint})
-    return None if view == SealedView() else view
-
-
-def _view(spec: TrialSpec, phase: str) -> SealedView | None:
-    in_image = spec.image is not None and spec.backend == "docker"
-    return phase_view(spec.environment, spec.agent_environment, phase, in_image=in_image)
-
-
-def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
-    return contract if image is None else contract.model_copy(update={"image": image})
-
-
-def _verifier_phase(
-    ctx: _Context, attempt: int, candidate_dir: Path
-) -> tuple[PhaseRecord, Verdict, VerificationTree]:
-    """Verify the verifier-owned tree built from ``candidate_dir`` (see :mod:`harness.vtree`)."""
-    case = ctx.lc.case
-    tree = ctx.tmp / f"verify-{attempt}"
-    if tree.exists():
-        shutil.rmtree(tree)
-    vt = build_verification_tree(
-        ctx.lc,
-        ctx.start_dir,
-        candidate_dir,
-        tree,
-        artifacts=[rule.path for rule in case.verifier.artifacts],
-    )
-    with ctx.sandbox.open(
-        _with_image(case.contract.verifier, ctx.spec.image),
-        label=_label(ctx, "verifier", attempt),
-        downgrade=ctx.spec.downgrade,
-        view=_view(ctx.spec, "verifier"),
-    ) as v:
-        if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
-            v.remove(v.paths.workspace)
-        v.put_tree(tree)
-        ws = v.paths.workspace
-        for name, data in guard_files().items():
-            v.write_file(f"{v.paths.io}/{name}", data)
-        nonce = new_nonce()
-        timeout = case.contract.verifier.timeout_seconds
-        res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
-        artifacts = {
-            rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
-            for rule in case.verifier.artifacts
-        }
-        canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
-        record = _phase_record("verifier", res, v, ctx.blobs)
-    verdict = judge_verifier(res, case.verifier, artifacts)
-    if canary:
-        vt.tampering.extend(canary)
-        verdict = Verdict(
-            outcome=Outcome.FAIL,
-            failure_type=FailureType.TAMPERING,
-            reason=f"verifier: {canary[0]}",
-            checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
-        )
-    return record, verdict, vt
-
-
-def _runner_checks(
-    v: SandboxSession,
-    rules: Sequence[ArtifactRule],
-    artifacts: dict[str, bytes | None],
-    nonce: str,
-    timeout: float,
-) -> list[str]:
-    """Check each JUnit artifact's canary and cross-check it with a separate collection.
-
-    Strips the canary from ``artifacts`` in place; returns the problems (tampering).
-    """
-    ws, io = v.paths.workspace, v.paths.io
-    log = v.read_file(f"{io}/{CANARY_LOG}", limit=1 << 20) or b""
-    runs = {os.path.normpath(r.junit): r for r in guarded_runs(log)}
-    problems: list[str] = []
-    for i, rule in enumerate(r for r in rules if r.rule == "junit"):
-        run = runs.get(os.path.normpath(f"{ws}/{rule.path}"))
-        data, problem = check_canary(artifacts[rule.path], nonce, guarded=run is not None)
-        artifacts[rule.path] = data
-        if problem is None and run is not None and data is not None:
-            problem = _collect_and_compare(v, run, data, i, nonce, timeout)
-        if problem is not None:
-            problems.append(f"{rule.path}: {problem}")
-    return problems
-
-
-def _collect_and_compare(
-    v: SandboxSession, run: GuardedRun, data: bytes, i: int, nonce: str, timeout: float
-) -> str | None:
-    ws, io = v.paths.workspace, v.paths.io
-    if os.path.normpath(run.dir) != ws and not run.dir.startswith(ws + "/"):
-        return None  # a run outside the workspace (a verifier's own copy): not re-collected
-    out = f"{io}/collect-{i}.json"
-    env = {**guard_env(io, nonce), "HARNESS_COLLECT_OUT": out}
-    done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
-    raw = v.read_file(out, limit=16 << 20)
-    try:
-        collected = json.loads(raw) if raw is not None else None
-    except ValueError:
-        collected = None
-    if not isinstance(collected, list):
-        if done.ok:  # pytest ran and exited 0, yet the plugin's list never appeared
-            return "a separate collection of the suite exited 0 without its test list"
-        return None  # the collection itself failed (timeout, bound): no evidence either way
-    return cross_check(data, [str(x) for x in collected])
 
 
 def verify_tree(
@@ -492,21 +190,23 @@ def verify_tree_phase(
     with tempfile.TemporaryDirectory(prefix=owned_prefix("verify")) as tmp:
         start = Path(tmp) / "start"  # protected paths are restored from the real start
         materialize(lc, start)
-        ctx = _Context(spec, lc, sandbox, Path(tmp), start, {}, _Blobs())
-        record, verdict, _ = _verifier_phase(ctx, 1, tree)
+        ctx = TrialContext(spec, lc, sandbox, Path(tmp), start, {}, Blobs())
+        record, verdict, _ = verifier_phase(ctx, 1, tree)
         return record, verdict
 
 
-def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[str, object] | None:
+def _public_feedback(
+    ctx: TrialContext, attempt: int, candidate_dir: Path
+) -> dict[str, object] | None:
     """Run the case's public feedback command on the candidate, without hidden files."""
     cmd = ctx.lc.case.feedback.public_command
     if not cmd:
         return None
     with ctx.sandbox.open(
         ctx.lc.case.contract.verifier,
-        label=_label(ctx, "feedback", attempt),
+        label=phase_label(ctx, "feedback", attempt),
         downgrade=ctx.spec.downgrade,
-        view=_view(ctx.spec, "verifier"),
+        view=env_view(ctx.spec, "verifier"),
     ) as s:
         s.put_tree(candidate_dir)
         res = s.exec(cmd, timeout=ctx.lc.case.contract.verifier.timeout_seconds)
@@ -518,7 +218,7 @@ def _public_feedback(ctx: _Context, attempt: int, candidate_dir: Path) -> dict[s
     }
 
 
-def build_feedback(ctx: _Context, attempt: AttemptRecord, candidate_dir: Path) -> bytes:
+def build_feedback(ctx: TrialContext, attempt: AttemptRecord, candidate_dir: Path) -> bytes:
     """Build the feedback package for the next attempt mechanically (no model).
 
     Hidden-test names, contents and verifier output reach it only when the case declares
@@ -562,12 +262,12 @@ def build_feedback(ctx: _Context, attempt: AttemptRecord, candidate_dir: Path) -
 
 
 def _one_attempt(
-    ctx: _Context, n: int, base: Path, feedback: bytes | None
+    ctx: TrialContext, n: int, base: Path, feedback: bytes | None
 ) -> tuple[AttemptRecord, Path | None]:
     cand_dir = ctx.tmp / f"candidate-{n}"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)
-    agent_rec, agent_res, result_file, overflow = _agent_phase(ctx, n, base, feedback, cand_dir)
+    agent_rec, agent_res, result_file, overflow = agent_phase(ctx, n, base, feedback, cand_dir)
     claim = parse_agent_result(result_file)
     if overflow is not None:  # nothing more is done for it: no copy, digest or verifier
         rec = AttemptRecord(attempt=n, agent=agent_rec, claim=claim, verdict=_too_large(overflow))
@@ -594,14 +294,14 @@ def _one_attempt(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
         )
     if verdict is None:
-        ver_rec, verdict, vt = _verifier_phase(ctx, n, cand_dir)
+        ver_rec, verdict, vt = verifier_phase(ctx, n, cand_dir)
         fields.update(verifier=ver_rec, tampering=tuple(vt.tampering), left_out=tuple(vt.left_out))
     fields["verdict"] = verdict
     return AttemptRecord.model_validate(fields), cand_dir
 
 
 def _guarded(
-    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int, ctx: _Context | None = None
+    fn: Callable[[], tuple[AttemptRecord, Path | None]], n: int, ctx: TrialContext | None = None
 ) -> tuple[AttemptRecord, Path | None]:
     if ctx is not None:
         ctx.partial.pop(n, None)
@@ -648,7 +348,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     """Run one trial (all its attempts) and return its immutable record and blobs."""
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
-    blobs = _Blobs()
+    blobs = Blobs()
     retry = spec.release.retry
     attempts: list[AttemptRecord] = []
     stop = "single_attempt"
@@ -660,7 +360,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
             lc = _load_planned_case(spec)
             start = tmp / "start"
             materialize(lc, start)
-            ctx = _Context(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)
+            ctx = TrialContext(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)
         except Exception as exc:
             attempts.append(AttemptRecord(attempt=1, verdict=verdict_from_exception(exc)))
             stop = "evaluator_error"

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 from support import harness
 
+from harness.plan import plan_run
 from harness.project import load_project
 from harness.records import Arm
-from harness.run import plan_run
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,10 @@ import pytest
 from support import harness, make_project
 
 from harness.executors.dask import DaskExecutor
+from harness.plan import plan_run
 from harness.project import load_project
 from harness.records import Outcome
-from harness.run import execute, plan_run
+from harness.run import execute
 from harness.store import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

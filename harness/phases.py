@@ -1,0 +1,355 @@
+"""The sandboxed phases of one attempt: the agent phase and the verifier phase.
+
+:func:`agent_phase` runs the agent on the attempt's starting tree in its own sandbox (with
+the release's staged agent files, its environment and, when the release calls a model, a
+gateway session whose endpoint only that sandbox sees) and leaves the candidate tree
+behind. :func:`verifier_phase` builds the verifier-owned tree from the candidate
+(:mod:`harness.vtree`), runs the case's verifier in a fresh sandbox and judges it, with the
+runner's canary and collection cross-checks. :class:`TrialContext` is what both phases of
+a trial share; :func:`harness.trial.run_trial` drives them and turns their exceptions into
+verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from harness.agents import prepare_agent, stage_agent_files
+from harness.cases.load import LoadedCase
+from harness.cases.model import ArtifactRule, PhaseContract
+from harness.env.plan import phase_view
+from harness.errors import BudgetExceededError, CandidateTooLarge, EvaluatorError, InfraError
+from harness.excerpt import select_excerpt
+from harness.gateway import RemoteSession, Session, active_gateway, session_label
+from harness.project import AGENT_DIR
+from harness.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
+from harness.runner_guard import (
+    CANARY_LOG,
+    GuardedRun,
+    check_canary,
+    cross_check,
+    guard_env,
+    guard_files,
+    guarded_runs,
+    new_nonce,
+)
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
+from harness.verify import judge_verifier
+from harness.vtree import VerificationTree, build_verification_tree
+from harness.workspace import extract_tree
+
+if TYPE_CHECKING:
+    from harness.trial import TrialSpec
+
+__all__ = [
+    "Blobs",
+    "TrialContext",
+    "agent_phase",
+    "env_view",
+    "phase_label",
+    "verifier_phase",
+]
+
+_RESULT_LIMIT = 1 << 20
+_WITH_BASE_URL = 'OPENAI_BASE_URL="$HARNESS_ENDPOINT/v1" exec "$@"'
+_ARTIFACT_LIMIT = 32 << 20
+
+
+class Blobs:
+    """The blobs a trial's record refers to, by digest (collected as the phases run)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def put(self, data: bytes) -> str:
+        """Keep ``data``; return its digest."""
+        from harness.digest import digest_bytes
+
+        d = digest_bytes(data)
+        self.data[d] = data
+        return d
+
+
+def _phase_record(
+    phase: Literal["agent", "verifier"], res: ExecResult, session: SandboxSession, blobs: Blobs
+) -> PhaseRecord:
+    return PhaseRecord(
+        phase=phase,
+        argv=res.argv,
+        exit_code=res.exit_code,
+        signal=res.signal,
+        termination=res.termination,
+        bound=res.bound,
+        duration_s=res.duration_s,
+        cpu_s=res.cpu_s,
+        peak_memory_mb=res.peak_memory_mb,
+        stdout_blob=blobs.put(res.stdout),
+        stderr_blob=blobs.put(res.stderr),
+        stdout_truncated=res.stdout_truncated,
+        stderr_truncated=res.stderr_truncated,
+        excerpt=select_excerpt(res.stdout, res.stderr),
+        image_id=session.image_id,
+        downgraded=session.downgraded,
+    )
+
+
+@dataclass
+class TrialContext:
+    """What the phases of one trial share: its spec, case, sandbox, folders and blobs."""
+
+    spec: TrialSpec
+    lc: LoadedCase
+    sandbox: Sandbox
+    tmp: Path
+    start_dir: Path
+    start_manifest: dict[str, str]
+    blobs: Blobs
+    partial: dict[int, dict[str, object]] = field(default_factory=dict)
+    """Per attempt: what the agent phase recorded before an exception ended the attempt."""
+
+
+def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
+    """Name one phase's sandbox: ``<trial slug>--a<attempt>--<phase>``."""
+    return f"{ctx.spec.key.slug()}--a{attempt}--{phase}"
+
+
+def agent_phase(
+    ctx: TrialContext, attempt: int, base: Path, feedback: bytes | None, out: Path
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    """Run the agent on ``base``; leave the candidate tree in ``out`` (unless over bounds)."""
+    case = ctx.lc.case
+    if ctx.spec.release.agent.adapter == "replay":
+        if ctx.spec.replay_tarball is None:
+            raise EvaluatorError(
+                "replay: the recorded run has no candidate for this case and trial index"
+            )
+        extract_tree(ctx.spec.replay_tarball, out)
+        return None, None, None, None
+    contract = _with_image(case.contract.agent, ctx.spec.image)
+    timeout = min(contract.timeout_seconds, case.limits.wall_seconds)
+    session = _gateway_session(ctx, attempt)
+    if session is None:
+        return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
+    try:
+        # Time waiting on the upstream is not the agent's: the contract's timeout stays the
+        # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
+        rec = _run_agent(
+            ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
+        )
+    finally:
+        usage = session.close()
+        for data in session.blobs.values():
+            ctx.blobs.put(data)
+        ctx.partial.setdefault(attempt, {})["model"] = usage
+    if usage.fault is not None:
+        raise InfraError(usage.fault, reason="upstream")
+    if usage.budget is not None:
+        raise BudgetExceededError(usage.budget, kind="model_calls")
+    return rec
+
+
+def _gateway_session(ctx: TrialContext, attempt: int) -> Session | RemoteSession | None:
+    """Open this agent phase's gateway session when the release calls a model.
+
+    The gateway of this process (the coordinator's, local executor), else the run's gateway
+    over the link the spec carries (a Dask worker).
+    """
+    upstream = ctx.spec.release.upstream
+    if upstream is None:
+        return None
+    gateway = active_gateway()
+    if gateway is not None:
+        label = session_label(ctx.spec.key, attempt)
+        return gateway.open_session(label, upstream, ctx.lc.case.limits)
+    if ctx.spec.gateway_link is not None:
+        return RemoteSession(ctx.spec.gateway_link, ctx.spec.key, attempt, upstream)
+    raise InfraError(
+        "the release calls a model but no gateway serves this process and the trial "
+        "carries no gateway link",
+        reason="gateway",
+    )
+
+
+def _run_agent(
+    ctx: TrialContext,
+    attempt: int,
+    base: Path,
+    feedback: bytes | None,
+    out: Path,
+    contract: PhaseContract,
+    timeout: float,
+    session: Session | RemoteSession | None,
+) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
+    case = ctx.lc.case
+    with ctx.sandbox.open(
+        contract,
+        label=phase_label(ctx, "agent", attempt),
+        downgrade=ctx.spec.downgrade,
+        view=_agent_view(ctx, session),
+    ) as s:
+        if ctx.spec.image is None:
+            s.put_tree(base)
+        elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
+            s.remove(s.paths.workspace)
+            s.put_tree(base)
+        inv = prepare_agent(
+            ctx.spec.key.release,
+            ctx.spec.release,
+            ctx.lc,
+            trial=ctx.spec.key.trial,
+            attempt=attempt,
+            io_dir=s.paths.io,
+            workspace=s.paths.workspace,
+            feedback=feedback,
+            run_seed=ctx.spec.run_seed,
+        )
+        for name, data in inv.io_files.items():
+            s.write_file(f"{s.paths.io}/{name}", data)
+        assert inv.argv is not None
+        argv, env = inv.argv, dict(inv.env)
+        if session is not None:
+            # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
+            argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
+            env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
+        res = s.exec(argv, env=env, timeout=timeout)
+        result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
+        overflow = None
+        try:
+            # A candidate that cannot fit the verifier's disk can never be verified: its fault.
+            disk = case.contract.verifier.disk_mb
+            mb = (
+                case.contract.candidate_mb
+                if disk is None
+                else min(disk, case.contract.candidate_mb)
+            )
+            s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
+        except CandidateTooLarge as exc:
+            overflow = exc
+        record = _phase_record("agent", res, s, ctx.blobs)
+        ctx.partial.setdefault(attempt, {})["agent"] = record
+        return record, res, result_file, overflow
+
+
+def _agent_view(ctx: TrialContext, session: Session | RemoteSession | None) -> SealedView | None:
+    """Build what the agent phase sees besides the minimal system (files, model endpoint)."""
+    staged = ctx.tmp / "agent-files"
+    if not staged.exists():
+        stage_agent_files(Path(ctx.spec.project_root), ctx.spec.release, staged)
+    view = env_view(ctx.spec, "agent") or SealedView()
+    mounts = view.mounts
+    if staged.exists():
+        mounts += (ViewMount(source=str(staged), target=AGENT_DIR),)
+    endpoint = session.socket_path if session is not None else None
+    view = view.model_copy(update={"mounts": mounts, "endpoint": endpoint})
+    return None if view == SealedView() else view
+
+
+def env_view(spec: TrialSpec, phase: str) -> SealedView | None:
+    """Return the built environments' view of ``phase`` (none in a Docker case image)."""
+    in_image = spec.image is not None and spec.backend == "docker"
+    return phase_view(spec.environment, spec.agent_environment, phase, in_image=in_image)
+
+
+def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
+    return contract if image is None else contract.model_copy(update={"image": image})
+
+
+def verifier_phase(
+    ctx: TrialContext, attempt: int, candidate_dir: Path
+) -> tuple[PhaseRecord, Verdict, VerificationTree]:
+    """Verify the verifier-owned tree built from ``candidate_dir`` (see :mod:`harness.vtree`)."""
+    case = ctx.lc.case
+    tree = ctx.tmp / f"verify-{attempt}"
+    if tree.exists():
+        shutil.rmtree(tree)
+    vt = build_verification_tree(
+        ctx.lc,
+        ctx.start_dir,
+        candidate_dir,
+        tree,
+        artifacts=[rule.path for rule in case.verifier.artifacts],
+    )
+    with ctx.sandbox.open(
+        _with_image(case.contract.verifier, ctx.spec.image),
+        label=phase_label(ctx, "verifier", attempt),
+        downgrade=ctx.spec.downgrade,
+        view=env_view(ctx.spec, "verifier"),
+    ) as v:
+        if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
+            v.remove(v.paths.workspace)
+        v.put_tree(tree)
+        ws = v.paths.workspace
+        for name, data in guard_files().items():
+            v.write_file(f"{v.paths.io}/{name}", data)
+        nonce = new_nonce()
+        timeout = case.contract.verifier.timeout_seconds
+        res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
+        artifacts = {
+            rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
+            for rule in case.verifier.artifacts
+        }
+        canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
+        record = _phase_record("verifier", res, v, ctx.blobs)
+    verdict = judge_verifier(res, case.verifier, artifacts)
+    if canary:
+        vt.tampering.extend(canary)
+        verdict = Verdict(
+            outcome=Outcome.FAIL,
+            failure_type=FailureType.TAMPERING,
+            reason=f"verifier: {canary[0]}",
+            checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
+        )
+    return record, verdict, vt
+
+
+def _runner_checks(
+    v: SandboxSession,
+    rules: Sequence[ArtifactRule],
+    artifacts: dict[str, bytes | None],
+    nonce: str,
+    timeout: float,
+) -> list[str]:
+    """Check each JUnit artifact's canary and cross-check it with a separate collection.
+
+    Strips the canary from ``artifacts`` in place; returns the problems (tampering).
+    """
+    ws, io = v.paths.workspace, v.paths.io
+    log = v.read_file(f"{io}/{CANARY_LOG}", limit=1 << 20) or b""
+    runs = {os.path.normpath(r.junit): r for r in guarded_runs(log)}
+    problems: list[str] = []
+    for i, rule in enumerate(r for r in rules if r.rule == "junit"):
+        run = runs.get(os.path.normpath(f"{ws}/{rule.path}"))
+        data, problem = check_canary(artifacts[rule.path], nonce, guarded=run is not None)
+        artifacts[rule.path] = data
+        if problem is None and run is not None and data is not None:
+            problem = _collect_and_compare(v, run, data, i, nonce, timeout)
+        if problem is not None:
+            problems.append(f"{rule.path}: {problem}")
+    return problems
+
+
+def _collect_and_compare(
+    v: SandboxSession, run: GuardedRun, data: bytes, i: int, nonce: str, timeout: float
+) -> str | None:
+    ws, io = v.paths.workspace, v.paths.io
+    if os.path.normpath(run.dir) != ws and not run.dir.startswith(ws + "/"):
+        return None  # a run outside the workspace (a verifier's own copy): not re-collected
+    out = f"{io}/collect-{i}.json"
+    env = {**guard_env(io, nonce), "HARNESS_COLLECT_OUT": out}
+    done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
+    raw = v.read_file(out, limit=16 << 20)
+    try:
+        collected = json.loads(raw) if raw is not None else None
+    except ValueError:
+        collected = None
+    if not isinstance(collected, list):
+        if done.ok:  # pytest ran and exited 0, yet the plugin's list never appeared
+            return "a separate collection of the suite exited 0 without its test list"
+        return None  # the collection itself failed (timeout, bound): no evidence either way
+    return cross_check(data, [str(x) for x in collected])
