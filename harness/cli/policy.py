@@ -1,0 +1,78 @@
+"""``harness policy``: simulate what the promotion gate can and cannot detect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from harness.cli.common import err, handle_errors, out, project_option
+
+
+@click.group()
+def policy() -> None:
+    """Check what the promotion policy can and cannot see."""
+
+
+@policy.command("check")
+@project_option
+@click.option("--baseline", default=None, help="Promoted baseline whose pass rates to use.")
+@click.option(
+    "--k",
+    "k",
+    type=click.IntRange(1, 100),
+    default=None,
+    help="Trials per case (default: baseline's).",
+)
+@click.option(
+    "--reps",
+    type=click.IntRange(50, 100_000),
+    default=1000,
+    show_default=True,
+    help="Simulations per row.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulation.")
+@click.option("--recommend", is_flag=True, help="Also try k = 3, 5, 7, 10, 15, 20; recommend one.")
+@click.option(
+    "--target",
+    type=click.FloatRange(0, 1),
+    default=0.90,
+    show_default=True,
+    help="Detection to reach (--recommend).",
+)
+@click.option("--no-cache", is_flag=True, help="Simulate even when a cached result exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def policy_check(
+    project_dir: Path,
+    baseline: str | None,
+    k: int | None,
+    reps: int,
+    seed: int,
+    recommend: bool,
+    target: float,
+    no_cache: bool,
+    as_json: bool,
+) -> None:
+    """Simulate this gate for the project's cases, k and baseline: false alarms, detection."""
+    from harness.opchar import check_project
+    from harness.project import load_project
+
+    project = load_project(project_dir)
+    result, cached = check_project(
+        project,
+        baseline,
+        k,
+        reps=reps,
+        seed=seed,
+        use_cache=not no_cache,
+        target=target,
+        recommend=(3, 5, 7, 10, 15, 20) if recommend else (),
+    )
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        for line in result.render():
+            out.print(line, highlight=False, soft_wrap=True)
+    source = "cached result" if cached else f"simulated in {result.seconds:.1f}s"
+    err.print(f"{source} · {project.store_dir.name}/cache", highlight=False)

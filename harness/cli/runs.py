@@ -1,0 +1,130 @@
+"""Commands that read stored runs: ``harness gate``, ``harness show``, ``harness runs``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from harness.cli.common import (
+    err,
+    handle_errors,
+    json_option,
+    open_run,
+    open_store,
+    out,
+    print_decision,
+    project_option,
+    stored_run,
+)
+
+
+@click.command()
+@stored_run
+@click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+@handle_errors
+def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
+    """Recompute the promotion decision of RUN from its stored records."""
+    from harness.decision import decide_run
+
+    project, store, run_id = open_run(project_dir, run_ref)
+    decision = decide_run(project, store, run_id, write=False)
+    if as_json:
+        out.print_json(data=decision.to_json())
+    else:
+        print_decision(decision)
+    sys.exit(decision.exit_code(warn_ok=warn_ok))
+
+
+@click.command()
+@stored_run
+@json_option("show")
+@handle_errors
+def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
+    """Show a run: its release record and every trial's verdict and attempts."""
+    from harness.report.schema import ShowDocument
+
+    _, store, run_id = open_run(project_dir, run_ref)
+    record = store.release(run_id)
+    trials = store.trials(run_id)
+    if as_json:
+        doc = ShowDocument(run_id=run_id, release=record, trials=tuple(trials),
+                           results=tuple(store.results(run_id)))  # fmt: skip
+        click.echo(doc.model_dump_json(indent=2))
+        return
+    out.print(
+        f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}"
+    )
+    out.print(f"system   {record.system_digest}")
+    out.print(f"task set {record.task_set} {record.task_set_digest}")
+    out.print(f"policy   {record.policy_digest or '(none)'}")
+    if record.baseline:
+        out.print(f"baseline {record.baseline} {record.baseline_system_digest}")
+    if record.downgrade:
+        out.print(f"[yellow]unenforced bounds accepted: {', '.join(record.downgrade)}[/]")
+    table = Table()
+    # The trial name is what a reviewer copies: never truncated or wrapped.
+    table.add_column("trial", no_wrap=True, overflow="fold", min_width=len(max(
+        (t.key.slug() for t in trials), key=len, default="trial")))  # fmt: skip
+    for col in ("verdict", "failure", "attempts", "stop", "candidate"):
+        table.add_column(col)
+    table.add_column("reason", overflow="fold")
+    for t in trials:
+        v = t.verdict
+        lineage = " → ".join(
+            f"{a.verdict.outcome.value}"
+            + (f"({a.verdict.failure_type.value})" if a.verdict.failure_type else "")
+            for a in t.attempts
+        )
+        cand = (t.attempts[-1].candidate_digest or "")[7:19]
+        table.add_row(
+            t.key.slug(),
+            v.outcome.value,
+            v.failure_type.value if v.failure_type else "",
+            lineage,
+            t.stop_reason,
+            cand,
+            v.reason[:200],
+        )
+    out.print(table, markup=False, highlight=False)
+
+
+@click.command()
+@project_option
+@click.option("--release", default=None, help="Only runs of this release.")
+@json_option("runs")
+@handle_errors
+def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
+    """List the runs in the store, oldest first: release, system, decision, pass rates."""
+    from harness.report.history import RunsDocument, list_runs
+
+    project, store = open_store(project_dir)
+    rows, _ = list_runs(store, project.reports_dir, release)
+    if as_json:
+        click.echo(RunsDocument(runs=tuple(rows)).model_dump_json(indent=2))
+        return
+
+    def ci(m: Any) -> str:
+        if m is None or m.mean is None:
+            return "—"
+        if m.ci_low is None:
+            return f"{m.mean:.3f}"
+        return f"{m.mean:.3f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
+
+    table = Table()
+    table.add_column("run", no_wrap=True)
+    for col in ("release", "system", "started", "decision", "k", "pass rate", "pass^k", "named"):
+        table.add_column(col, no_wrap=col != "named")
+    for r in rows:
+        c = r.candidate
+        table.add_row(r.run_id, r.release, r.system_digest[7:19],
+                      f"{r.created_at:%Y-%m-%d %H:%M}", r.verdict or "not decided", str(r.k),
+                      ci(c.pass_rate if c else None), ci(c.pass_hat_k if c else None),
+                      str(len(r.named_cases)) if r.verdict else "")  # fmt: skip
+    out.print(table, markup=False, highlight=False)
+    if not rows:
+        err.print("no runs" + (f" of release {release}" if release else ""), highlight=False)
