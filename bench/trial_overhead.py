@@ -28,7 +28,7 @@ from pathlib import Path
 from harness.cases.load import load_cases
 from harness.cases.lock import lock_cases, read_lock, write_lock
 from harness.executors.local import LocalExecutor
-from harness.plan import plan_run
+from harness.planning import plan_run
 from harness.project import load_project
 from harness.run import execute
 from harness.store import Store

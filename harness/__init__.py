@@ -46,7 +46,7 @@ _EXPORTS: dict[str, str] = {
     "operating_characteristics": "harness.opchar",
     "pass_at_k": "harness.stats",
     "pass_hat_k": "harness.stats",
-    "plan_run": "harness.plan",
+    "plan_run": "harness.planning",
     "run_trial": "harness.trial",
     "write_reports": "harness.report",
 }
@@ -106,7 +106,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from harness.errors import HarnessError
     from harness.gate import Decision, decide
     from harness.opchar import operating_characteristics
-    from harness.plan import plan_run
+    from harness.planning import plan_run
     from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
     from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict

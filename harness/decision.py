@@ -18,7 +18,7 @@ from harness.errors import ConfigError, InvalidRunError
 from harness.exitcodes import ExitCode, for_verdict
 from harness.gate import Decision, decide
 from harness.opchar import baseline_summary
-from harness.plan import check_system_unchanged
+from harness.planning import check_system_unchanged
 from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
 from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord

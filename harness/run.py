@@ -4,7 +4,7 @@
 reruns → decide → report — and tells a :class:`RunObserver` what happens; the CLI only
 renders those events and maps the outcome to an exit code.
 
-The plan (:mod:`harness.plan`) is fixed before the first trial: its release record is
+The plan (:mod:`harness.planning`) is fixed before the first trial: its release record is
 written to the store first. Trials already recorded for the same run identity are not run
 again; only the coordinator writes records.
 """
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from harness.baseline import BASELINE_REPLAY, load_baseline
 from harness.errors import ConfigError, InfraError
 from harness.executors import Executor
-from harness.plan import PlannedRun, flaky_rerun_specs, plan_run
+from harness.planning import PlannedRun, flaky_rerun_specs, plan_run
 from harness.project import Project, Upstream
 from harness.records import RunRecord
 from harness.store import RunHandle, Store

@@ -22,7 +22,7 @@ def images_build(project_dir: Path, only: tuple[str, ...]) -> None:
     """Build each case's image (base image + starting tree); a no-op when unchanged."""
     from harness.cases.load import load_cases
     from harness.env.plan import prepare_for_backend
-    from harness.plan import case_images
+    from harness.planning import case_images
     from harness.project import load_project
 
     project = load_project(project_dir)

@@ -30,7 +30,7 @@ from harness.records import FailureType, Outcome
 from harness.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
-    from harness.plan import PlannedRun
+    from harness.planning import PlannedRun
 
 __all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "validate_in_envs"]
 
@@ -151,7 +151,7 @@ def validate_in_envs(
     """
     images: dict[str, str] = {}
     if sandbox.name == "docker":
-        from harness.plan import case_images
+        from harness.planning import case_images
 
         envs, bases = prepare_for_backend(project, cases, {}, "docker")
         images = case_images([lc for lc in cases if lc.id in bases], bases)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from support import harness
 
-from harness.plan import plan_run
+from harness.planning import plan_run
 from harness.project import load_project
 from harness.records import Arm
 

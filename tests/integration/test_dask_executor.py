@@ -6,7 +6,7 @@ import pytest
 from support import harness, make_project
 
 from harness.executors.dask import DaskExecutor
-from harness.plan import plan_run
+from harness.planning import plan_run
 from harness.project import load_project
 from harness.records import Outcome
 from harness.run import execute
