@@ -211,16 +211,18 @@ def verdict_flips(store: Store, run_id: str, source_run: str) -> list[VerdictFli
     for t in store.trials(run_id):
         before = recorded.get((t.key.case_id, t.key.trial))
         if before is not None and before.outcome is not t.outcome:
-            flips.append(
-                VerdictFlip(
-                    case_id=t.key.case_id,
-                    trial=t.key.trial,
-                    recorded=before.outcome,
-                    now=t.outcome,
-                    reason=t.verdict.reason,
-                )
-            )
+            flips.append(_flip(before, t))
     return sorted(flips, key=lambda f: (f.case_id, f.trial))
+
+
+def _flip(before: RunRecord, now: RunRecord) -> VerdictFlip:
+    return VerdictFlip(
+        case_id=now.key.case_id,
+        trial=now.key.trial,
+        recorded=before.outcome,
+        now=now.outcome,
+        reason=now.verdict.reason,
+    )
 
 
 def replayed_baseline_flips(
@@ -246,13 +248,5 @@ def replayed_baseline_flips(
             continue
         pairs += 1
         if was.case_digest == t.case_digest and was.outcome is not t.outcome:
-            flips.append(
-                VerdictFlip(
-                    case_id=t.key.case_id,
-                    trial=t.key.trial,
-                    recorded=was.outcome,
-                    now=t.outcome,
-                    reason=t.verdict.reason,
-                )
-            )
+            flips.append(_flip(was, t))
     return pairs, sorted(flips, key=lambda f: (f.case_id, f.trial))

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["CHAT_PATH", "Call", "Endpoint", "Reply", "refusal"]
+__all__ = ["CHAT_PATH", "Call", "Endpoint", "Reply", "read_body", "refusal"]
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_BODY = 16 << 20
@@ -50,6 +50,22 @@ def refusal(status: int, message: str, code: str) -> Reply:
     """Build a JSON error reply in the OpenAI error shape."""
     doc = {"error": {"message": message, "type": "harness_gateway", "code": code}}
     return Reply(status=status, body=json.dumps(doc).encode())
+
+
+def read_body(handler: BaseHTTPRequestHandler) -> bytes | tuple[int, str, str]:
+    """Read a request's body by its Content-Length, at most :data:`MAX_BODY` bytes.
+
+    Returns the body, or the refusal (status, message, code) when the length is missing,
+    malformed or too large. A body is read even when the request is refused next: closing
+    on unread bytes resets the connection, and the client may lose the refusal.
+    """
+    try:
+        length = int(handler.headers.get("Content-Length", ""))
+    except ValueError:
+        return 411, "a Content-Length is required", "length"
+    if not 0 <= length <= MAX_BODY:
+        return 413, f"request body over {MAX_BODY} bytes", "size"
+    return handler.rfile.read(length)
 
 
 def _host_ok(host: str | None) -> bool:
@@ -111,13 +127,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._refuse(405, f"{self.command} refused: only POST", "method")
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._refuse(411, "a Content-Length is required", "length")
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            return self._refuse(411, "a Content-Length is required", "length")
-        if not 0 <= length <= MAX_BODY:
-            return self._refuse(413, f"request body over {MAX_BODY} bytes", "size")
-        body = self.rfile.read(length)
+        body = read_body(self)
+        if isinstance(body, tuple):
+            return self._refuse(*body)
         auth = self.headers.get("Authorization", "")
         token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
         self._send(self.server.endpoint(Call(token=token, body=body)))

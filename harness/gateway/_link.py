@@ -41,7 +41,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from harness.cases.model import Limits
 from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
-from harness.gateway._http import MAX_BODY, Call, Endpoint, Reply, refusal
+from harness.gateway._http import Call, Endpoint, Reply, read_body, refusal
 from harness.project import Upstream
 from harness.records import ModelUsage, TrialKey
 
@@ -182,15 +182,9 @@ class _LinkHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         link = self.server.link
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            return self._refuse(411, "a Content-Length is required", "length")
-        if not 0 <= length <= MAX_BODY:
-            return self._refuse(413, f"request body over {MAX_BODY} bytes", "size")
-        # Read the body even of a request refused next: closing on unread bytes resets the
-        # connection, and the client may lose the refusal.
-        body = self.rfile.read(length)
+        body = read_body(self)  # read even when refused next (see read_body)
+        if isinstance(body, tuple):
+            return self._refuse(*body)
         auth = self.headers.get("Authorization", "")
         if not hmac.compare_digest(auth.encode(), f"Bearer {link.address.secret}".encode()):
             return self._refuse(401, "gateway link: wrong or missing link secret", "link_auth")
