@@ -244,6 +244,20 @@ def test_connect_request_line_is_refused(gateway: Gateway, scripted: ScriptedUps
     assert (status, doc["error"]["code"]) == (405, "connect") and scripted.served == []
 
 
+@pytest.mark.parametrize(
+    ("length", "status", "code"),
+    [(None, 411, "length"), ("ten", 411, "length"), ("-1", 413, "size"), ("16777217", 413, "size")],
+)
+def test_a_body_without_a_sane_length_is_refused_unread(
+    gateway: Gateway, scripted: ScriptedUpstream, length: str | None, status: int, code: str
+) -> None:
+    head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head += "" if length is None else f"Content-Length: {length}\r\n"
+    with _session(gateway, scripted) as s:
+        got, doc = _raw(s.socket_path, (head + "\r\n").encode())
+    assert (got, doc["error"]["code"]) == (status, code) and scripted.served == []
+
+
 def test_another_model_name_is_refused(gateway: Gateway, scripted: ScriptedUpstream) -> None:
     with _session(gateway, scripted) as s:
         status, doc = _request(s.socket_path, s.token, _chat(model="gpt-4o"))

@@ -9,6 +9,7 @@ import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import urllib3
@@ -127,6 +128,11 @@ def test_the_link_refuses_a_wrong_secret_and_trials_outside_the_run(linked) -> N
     assert _post(link, "/link/v1/call/guessed", b"{}", link.secret).status == 404
     assert _post(link, "/link/v1/open", b"", link.secret, method="GET").status == 405
     assert _post(link, "/link/v1/open", opening, link.secret).status == 200
+    # A length the link will not read is refused before the secret is even looked at.
+    url = urlsplit(link.url)
+    with socket.create_connection((url.hostname, url.port), timeout=20) as raw:
+        raw.sendall(b"POST /link/v1/open HTTP/1.1\r\nHost: x\r\nContent-Length: 16777217\r\n\r\n")
+        assert raw.recv(4096).split(b" ", 2)[1] == b"413"
     wrong = LinkAddress(url=link.url, secret="not-the-secret")
     upstream = spec.release.upstream
     assert upstream is not None
