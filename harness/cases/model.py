@@ -150,7 +150,19 @@ class PhaseContract(_Frozen):
     env: tuple[Annotated[str, Field(pattern=_ENV_NAME_RE)], ...] = ()
     """Host environment variables allowed through (by name); nothing else leaks in."""
     user: str | None = None
-    """Run as this user (container backends); ``null`` keeps the backend default."""
+    """Run as this user (container backends); ``null`` keeps the backend default, the
+    unprivileged uid 65534. Root (``root``, ``0``) is refused: no sandboxed process is
+    host root."""
+
+    @field_validator("user")
+    @classmethod
+    def _not_root(cls, v: str | None) -> str | None:
+        if v is not None and v.partition(":")[0].strip() in ("", "0", "root"):
+            raise ValueError(
+                f"user {v!r}: sandboxed commands never run as root; name an unprivileged "
+                "user or leave it out (uid 65534)"
+            )
+        return v
 
 
 class SandboxContract(_Frozen):

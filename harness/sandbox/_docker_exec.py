@@ -64,9 +64,11 @@ def bound_options(contract: PhaseContract, downgraded: tuple[str, ...]) -> dict[
         opts["pids_limit"] = c.pids
     if c.cpus is not None and "cpu" not in downgraded:
         opts["nano_cpus"] = int(c.cpus * 1e9)
+    # No core dumps: nothing of a crashed process is written or handed to a helper.
+    opts["ulimits"] = [docker.types.Ulimit(name="core", soft=0, hard=0)]
     if c.cpu_seconds is not None:
         soft = math.ceil(c.cpu_seconds)
-        opts["ulimits"] = [docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1)]
+        opts["ulimits"].append(docker.types.Ulimit(name="cpu", soft=soft, hard=soft + 1))
     tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
     opts["tmpfs"] = {"/tmp": tmp}
     return opts

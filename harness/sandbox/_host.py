@@ -36,6 +36,7 @@ __all__ = [
     "plan_isolation",
 ]
 
+_SETPRIV = ("/usr/bin/setpriv", "/usr/sbin/setpriv")
 BOUND_NAMES = frozenset({"network", "memory", "pids", "cpu", "disk", "read_only_root"})
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
 
@@ -55,6 +56,14 @@ class HostCapabilities(BaseModel):
     can_mount: bool
     """Whether a size-limited tmpfs can be mounted (root, mount permitted)."""
     shell: str = "/bin/sh"
+    setpriv: str | None = None
+    """Path of ``setpriv`` (util-linux) under ``/usr``: how a root harness drops every
+    sandboxed command to :data:`~harness.sandbox.base.SANDBOX_UID`."""
+
+    @property
+    def drops_privileges(self) -> bool:
+        """Whether commands must be switched to the sandbox uid (the harness runs as root)."""
+        return self.root
 
     @classmethod
     def detect(cls) -> HostCapabilities:
@@ -102,6 +111,13 @@ def plan_isolation(
             )
         downgraded.append(bound)
 
+    if caps.drops_privileges and caps.setpriv is None:
+        # Not a bound one may downgrade: a sandboxed process is never host root.
+        raise ContractUnenforceableError(
+            "local sandbox: the harness runs as root and `setpriv` (package util-linux) is "
+            "missing from /usr/bin, so commands cannot be dropped to an unprivileged uid",
+            bound="user",
+        )
     network: Literal["bwrap", "unshare", "host", "none"] = "host"
     if contract.network == "none":
         if caps.bwrap:
@@ -226,7 +242,10 @@ def _detect() -> HostCapabilities:
                 can_mount = True
             except OSError:
                 can_mount = False
+    # setpriv must be visible inside the sealed view too, which shows /usr only.
+    setpriv = next((p for p in _SETPRIV if os.access(p, os.X_OK)), None)
     return HostCapabilities(
+        setpriv=setpriv,
         bwrap=bwrap,
         bwrap_version=version,
         unshare=unshare,

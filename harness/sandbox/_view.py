@@ -64,13 +64,33 @@ def _system_binds() -> list[str]:
     interpreter installed outside ``/usr`` (pyenv under ``/root``, a venv) is not visible:
     sandboxes use the system's ``/usr/bin/python3`` or a declared environment.
     """
-    out: list[str] = []
+    out: list[str] = mount_parents("/etc/x")
     for name in _SYSTEM_TOP:
         out += _bind_entry(f"/{name}")
     for name in _SYSTEM_ETC:
         out += _bind_entry(f"/etc/{name}")
     # Tools expect /var/tmp: here it is the private /tmp, never the host's.
     return [*out, "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+
+
+def mount_parents(*targets: str) -> list[str]:
+    """Return bwrap arguments creating each target's missing parent folders as 0755.
+
+    bwrap would create them 0700 as root, which the unprivileged command cannot traverse.
+    """
+    out: list[str] = []
+    seen: set[str] = set()
+    for target in targets:
+        parts = target.strip("/").split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:i])
+            if d not in seen and d not in _SYSTEM_DIRS:
+                seen.add(d)
+                out += ["--perms", "0755", "--dir", d]
+    return out
+
+
+_SYSTEM_DIRS = frozenset(("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"))
 
 
 def _bind_entry(path: str) -> list[str]:

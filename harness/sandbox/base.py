@@ -30,6 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.cases.model import PhaseContract
 
 __all__ = [
+    "SANDBOX_GID",
+    "SANDBOX_IO",
+    "SANDBOX_UID",
+    "SANDBOX_WORKSPACE",
     "Bound",
     "ExecResult",
     "Sandbox",
@@ -40,6 +44,19 @@ __all__ = [
     "ViewMount",
     "session_env",
 ]
+
+SANDBOX_UID = 65534
+"""Every sandboxed command runs as this unprivileged uid (``nobody``), never as root.
+
+A uid check, not a capability check, guards host kernel state such as
+``/proc/sys/kernel/core_pattern``: a process that is uid 0 on the host can change it even
+with every capability dropped. The workspace and the protocol folder are owned by it."""
+SANDBOX_GID = 65534
+"""The group of :data:`SANDBOX_UID` (``nogroup``); supplementary groups are cleared."""
+SANDBOX_WORKSPACE = "/workspace"
+"""Where the workspace appears inside every sandbox (no host path is visible)."""
+SANDBOX_IO = "/harness/io"
+"""Where the protocol folder appears inside every sandbox."""
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The minimal system's ``PATH``; a view's ``path_prefix`` comes first, nothing else."""

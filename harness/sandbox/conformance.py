@@ -18,6 +18,7 @@ accepted because a backend that cannot see the pids limit cannot classify the fa
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import stat
@@ -275,6 +276,7 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
                     "    try:\n        open(p, 'w').write('x'); print('WROTE', p)\n"
                     "    except OSError:\n        print('DENIED')\n"
                     "open('inside.txt', 'w').write('ok')\n"
+                    "assert tempfile.gettempdir() == os.environ['TMPDIR'], tempfile.gettempdir()\n"
                     "with tempfile.NamedTemporaryFile() as f: f.write(b'tmp ok')\n"
                 )
             )
@@ -392,8 +394,35 @@ def conformance_checks(base: PhaseContract | None = None) -> dict[str, Check]:
             )
         assert r.ok and r.stdout == b"None\nDENIED\n", f"relay without an endpoint: {_show(r)}"
 
+    def unprivileged(sandbox: Sandbox, tmp: Path) -> None:
+        # Host kernel state (core_pattern, domainname) is guarded by uid, not capability:
+        # writing back the value just read proves writability without changing anything.
+        code = (
+            "import json, os, resource\n"
+            "caps = {l.split(':')[0]: int(l.split()[1], 16) for l in open('/proc/self/status')"
+            " if l.startswith('Cap')}\n"
+            "wrote = []\n"
+            "for p in ('/proc/sys/kernel/core_pattern', '/proc/sys/kernel/domainname',"
+            " '/proc/sys/kernel/hostname'):\n"
+            "    try:\n        v = open(p).read()\n        open(p, 'w').write(v); wrote.append(p)\n"
+            "    except OSError:\n        pass\n"
+            "try:\n    resource.setrlimit(resource.RLIMIT_CORE, (1 << 20, 1 << 20))\n"
+            "    core = 'raised'\n"
+            "except (ValueError, OSError):\n    core = resource.getrlimit(resource.RLIMIT_CORE)\n"
+            "print(json.dumps([os.getuid(), os.geteuid(), os.getgroups(), caps, wrote, core]))\n"
+        )
+        with session(sandbox, "unprivileged") as s:
+            r = s.exec(_py(code))
+        assert r.ok, _show(r)
+        uid, euid, groups, caps, wrote, core = json.loads(r.stdout)
+        assert uid != 0 and euid != 0 and 0 not in groups, f"runs as root: {_show(r)}"
+        assert not any(caps.values()), f"capabilities left: {caps}"
+        assert wrote == [], f"host kernel state writable from the sandbox: {wrote}"
+        assert core == [0, 0], f"core dumps not off: {core}"
+
     checks: list[Check] = [
         exec_exit_codes_and_output,
+        unprivileged,
         stdout_truncation_recorded,
         env_allowlist,
         workspace_round_trip,

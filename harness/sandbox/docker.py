@@ -61,7 +61,16 @@ from harness.sandbox._docker_io import _first_file, _pack_file, _pack_tree, _unp
 from harness.sandbox._docker_sdk import docker
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox._treebound import TreeCounter
-from harness.sandbox.base import ExecResult, SandboxPaths, SealedView, session_env
+from harness.sandbox.base import (
+    SANDBOX_GID,
+    SANDBOX_IO,
+    SANDBOX_UID,
+    SANDBOX_WORKSPACE,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    session_env,
+)
 
 __all__ = [
     "BOOT_LABEL",
@@ -80,7 +89,7 @@ __all__ = [
     "prune",
 ]
 
-_WS, _IO = "/workspace", "/harness/io"
+_WS, _IO = SANDBOX_WORKSPACE, SANDBOX_IO
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
 
@@ -259,6 +268,7 @@ class DockerSession:
         self._closed = False
         try:
             self._holder, self._holder_started = self._start_holder()
+            self._hand_over_workspace()
         except BaseException:
             self.close()
             raise
@@ -354,6 +364,17 @@ class DockerSession:
                 )
         return holder, str(holder.attrs["State"].get("StartedAt"))
 
+    def _hand_over_workspace(self) -> None:
+        """Give the seeded workspace to the command's unprivileged user."""
+        uid, gid = self._owner()
+        with _engine("handing the workspace to the sandbox user", "seed_failed"):
+            code, out = self._holder.exec_run(["chown", "-R", f"{uid}:{gid}", _WS], user="0")
+        if code != 0:
+            raise SandboxUnavailableError(
+                f"docker: could not hand the workspace to uid {uid}: {out!r}",
+                reason="seed_failed",
+            )
+
     def _holder_alive(self, what: str) -> None:
         if self._closed:
             raise SandboxUnavailableError(f"docker: {what}: session is closed", reason="closed")
@@ -418,7 +439,7 @@ class DockerSession:
         if self._uid is None:
             user = self._contract.user
             if not user:
-                self._uid = (0, 0)
+                self._uid = (SANDBOX_UID, SANDBOX_GID)
             else:
                 name, _, group = user.partition(":")
                 uid = int(name) if name.isdigit() else self._lookup("/etc/passwd", name)
@@ -567,7 +588,8 @@ class DockerSession:
                 name=f"harness-{self._sid}-x{self._n}",
                 environment=full_env,
                 working_dir=cwd or _WS,
-                user=c.user or "",
+                user=c.user or f"{SANDBOX_UID}:{SANDBOX_GID}",
+                cap_drop=["ALL"],
                 mounts=self._mounts,
                 read_only=c.read_only_root,
                 network_mode="host" if c.network == "host" else "none",

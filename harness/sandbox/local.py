@@ -55,8 +55,12 @@ from harness.sandbox._host import (
 from harness.sandbox._host import _umount as _umount  # prune.py imports it here
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox._treebound import check_host_tree
-from harness.sandbox._view import _check_view, _system_binds
+from harness.sandbox._view import _check_view, _system_binds, mount_parents
 from harness.sandbox.base import (
+    SANDBOX_GID,
+    SANDBOX_IO,
+    SANDBOX_UID,
+    SANDBOX_WORKSPACE,
     SYSTEM_PATH,
     ExecResult,
     SandboxPaths,
@@ -76,7 +80,46 @@ __all__ = [
 ]
 
 SANE_PATH = SYSTEM_PATH
-_GATE = 'read -r _ || exit 125; exec "$@"'
+# umask 022: the folders bwrap creates for mount points (/etc, /harness) must be
+# traversable by the unprivileged command, whatever the harness's own umask is.
+_GATE = 'umask 022; read -r _ || exit 125; exec "$@"'
+
+
+_PROC_RO = [
+    arg
+    for p in ("/proc/sys", "/proc/sysrq-trigger")
+    if os.path.exists(p)
+    for arg in ("--ro-bind", p, p)
+]
+"""bwrap arguments that cover the kernel's writable proc entries read-only."""
+
+_DROP_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+"""What setpriv needs to empty the bounding set and leave uid 0; all gone before argv."""
+
+
+def _drop_argv(setpriv: str) -> list[str]:
+    """Return the prefix that switches a command to the sandbox uid before it runs.
+
+    Switching every uid from 0 to non-zero clears the permitted, effective and ambient
+    capability sets; bwrap's ``no_new_privs`` keeps set-uid programs from regaining any.
+    """
+    return [
+        setpriv,
+        f"--reuid={SANDBOX_UID}",
+        f"--regid={SANDBOX_GID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
+
+
+def _chown_tree(top: Path) -> None:
+    """Hand ``top`` and everything under it to the sandbox uid (links never followed)."""
+    os.lchown(top, SANDBOX_UID, SANDBOX_GID)
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in (*dirnames, *filenames):
+            os.lchown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_GID)
 
 
 def sandbox_env(
@@ -128,7 +171,14 @@ class LocalSession:
         self._caps, self._contract, self._plan = caps, contract, plan
         self._root, self.label = root, label
         self._view = view
-        self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
+        # Inside bwrap the workspace and io folder sit at fixed paths: no host path (the
+        # session directory, the store, the project) is visible to the command.
+        self._host = {"workspace": root / "workspace", "io": root / "io"}
+        if plan.bwrap:
+            self._paths = SandboxPaths(workspace=SANDBOX_WORKSPACE, io=SANDBOX_IO)
+        else:
+            self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
+        self._owned = caps.drops_privileges
         self._lock = threading.Lock()
         self._running: dict[int, tuple[subprocess.Popen[bytes], ExecCgroup | None]] = {}
         self._closed = False
@@ -161,10 +211,31 @@ class LocalSession:
     # -- files ---------------------------------------------------------------------------
 
     def _inside(self, path: str) -> Path:
+        """Map a sandbox path (``paths.workspace``/``paths.io`` and below) to the host."""
         p = Path(os.path.normpath(path))
-        if not p.is_absolute() or not (p == self._root or self._root in p.parents):
-            raise ValueError(f"path {path!r} is not inside sandbox session {self._root}")
-        return p
+        if p.is_absolute():
+            for key, inner in (("workspace", self._paths.workspace), ("io", self._paths.io)):
+                top = Path(inner)
+                if p == top or top in p.parents:
+                    return self._host[key] / p.relative_to(top)
+        raise ValueError(f"path {path!r} is not under {self._paths.workspace} or {self._paths.io}")
+
+    def _sandbox_path(self, host: Path) -> str:
+        """Invert :meth:`_inside`: where a host path of the session appears."""
+        for key, inner in (("workspace", self._paths.workspace), ("io", self._paths.io)):
+            top = self._host[key]
+            if host == top or top in host.parents:
+                return str(Path(inner) / host.relative_to(top))
+        raise ValueError(f"{host} is not in the workspace or io folder of {self._root}")
+
+    def _own(self, path: Path, *, tree: bool = False) -> None:
+        """Give what the harness wrote to the sandbox uid, so the command may change it."""
+        if not self._owned:
+            return
+        if tree:
+            _chown_tree(path)
+        else:
+            os.lchown(path, SANDBOX_UID, SANDBOX_GID)
 
     def _resolves_inside(self, p: Path) -> bool:
         real, root = os.path.realpath(p), os.path.realpath(self._root)
@@ -180,6 +251,7 @@ class LocalSession:
         target = self._inside(os.path.join(self._paths.workspace, dest))
         try:
             shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+            self._own(target, tree=True)
         except (OSError, shutil.Error) as exc:
             raise SandboxUnavailableError(
                 f"local sandbox {self.label}: could not copy {src} into {target}: {exc}"
@@ -197,7 +269,7 @@ class LocalSession:
             CandidateTooLarge: the workspace is over ``max_files`` or ``max_bytes``.
 
         """
-        check_host_tree(self._paths.workspace, max_files, max_bytes)
+        check_host_tree(str(self._host["workspace"]), max_files, max_bytes)
 
         def ignore(d: str, names: list[str]) -> set[str]:
             skip = set()
@@ -209,7 +281,7 @@ class LocalSession:
 
         try:
             shutil.copytree(
-                self._paths.workspace, dest, symlinks=True, ignore=ignore, dirs_exist_ok=True
+                self._host["workspace"], dest, symlinks=True, ignore=ignore, dirs_exist_ok=True
             )
         except (OSError, shutil.Error) as exc:
             raise SandboxUnavailableError(
@@ -226,12 +298,15 @@ class LocalSession:
         """
         p = self._inside(path)
         try:
+            missing = [d for d in (p.parent, *p.parent.parents) if not d.exists()]
             p.parent.mkdir(parents=True, exist_ok=True)
             if not self._resolves_inside(p.parent):
                 raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
             if p.is_symlink():
                 p.unlink()
             p.write_bytes(data)
+            for d in (p, *missing):
+                self._own(d)
         except OSError as exc:
             raise SandboxUnavailableError(
                 f"local sandbox {self.label}: could not write {path}: {exc}"
@@ -263,6 +338,10 @@ class LocalSession:
 
     def _command(self, argv: Sequence[str], cwd: Path, info_fd: int | None = None) -> list[str]:
         plan, c = self._plan, self._contract
+        drop: list[str] = []
+        if self._caps.drops_privileges:
+            assert self._caps.setpriv is not None  # plan_isolation refused otherwise
+            drop = _drop_argv(self._caps.setpriv)
         if plan.bwrap:
             assert self._caps.bwrap is not None
             cmd = [
@@ -271,23 +350,41 @@ class LocalSession:
                 "--new-session",
                 "--unshare-pid",
                 "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--hostname",
+                "sandbox",
                 "--cap-drop",
                 "ALL",
+                # Only what setpriv needs to leave uid 0; gone with the uid switch.
+                *(_DROP_CAPS if drop else []),
                 *_system_binds(),
                 "--dev",
                 "/dev",
                 "--proc",
                 "/proc",
+                # Kernel tunables read-only (the uid switch already denies writes).
+                *_PROC_RO,
             ]
             if c.disk_mb is not None:
                 cmd += ["--size", str(c.disk_mb * 1024 * 1024)]
-            cmd += ["--tmpfs", "/tmp", "--bind", str(self._root), str(self._root)]
-            for m in self._view.mounts if self._view is not None else ():
+            cmd += ["--perms", "1777", "--tmpfs", "/tmp"]  # writable by the sandbox uid
+            mounts = self._view.mounts if self._view is not None else ()
+            cmd += mount_parents(
+                self._paths.workspace,
+                self._paths.io,
+                ENDPOINT_SOCKET,
+                *(m.target for m in mounts),
+            )
+            cmd += ["--bind", str(self._host["workspace"]), self._paths.workspace]
+            cmd += ["--bind", str(self._host["io"]), self._paths.io]
+            for m in mounts:
                 cmd += ["--ro-bind", m.source, m.target]
             if self._view is not None and self._view.endpoint is not None:
                 # The one endpoint: its socket, and a relay listening before argv starts.
                 cmd += ["--ro-bind", self._view.endpoint, ENDPOINT_SOCKET]
                 argv = relay_argv(argv)
+            argv = [*drop, *argv]
             if plan.read_only_root:
                 # The root is bwrap's own tmpfs with the system bound entry by entry: make
                 # it read-only too, so nothing can be created at the top level. (Without
@@ -299,7 +396,7 @@ class LocalSession:
                 # Inside the sandbox, once bwrap's setup is done: say so, then become argv.
                 marker = f'printf started > /proc/self/fd/{info_fd}; exec "$@"'
                 argv = ["/bin/sh", "-c", marker, "sh", *argv]
-            return [*cmd, "--chdir", str(cwd), "--", *argv]
+            return [*cmd, "--chdir", self._sandbox_path(cwd), "--", *argv]
         if plan.network == "unshare":
             assert self._caps.unshare is not None
             return [
@@ -307,12 +404,15 @@ class LocalSession:
                 "--net",
                 *([] if self._caps.root else ["--map-root-user"]),
                 "--",
+                *drop,
                 *argv,
             ]
-        return list(argv)
+        return [*drop, *argv]
 
     def _rlimits(self, pid: int) -> None:
         c = self._contract
+        # No core dumps: nothing of a crashed process is written or handed to a helper.
+        resource.prlimit(pid, resource.RLIMIT_CORE, (0, 0))
         if c.cpu_seconds is not None:
             soft = max(1, int(c.cpu_seconds + 0.999))
             resource.prlimit(pid, resource.RLIMIT_CPU, (soft, soft + 1))
@@ -403,7 +503,19 @@ class LocalSession:
         that line on the same pipe (dash's ``read`` consumes byte by byte, never more).
         """
         info_r, info_w = os.pipe() if self._plan.bwrap else (None, None)
-        cmd = [self._caps.shell, "-c", _GATE, "sh", *self._command(argv, cwd, info_w)]
+        command = self._command(argv, cwd, info_w)
+        fds = [info_w] if info_w is not None else []
+        if self._plan.bwrap:
+            # bwrap's own options (every host path: binds, session folder) travel in a
+            # memfd that bwrap reads and closes, never on a command line the sandboxed
+            # process could read from /proc/1/cmdline.
+            end = command.index("--")
+            args_fd = os.memfd_create("bwrap-args", 0)
+            os.write(args_fd, b"".join(a.encode() + b"\0" for a in command[1:end]))
+            os.lseek(args_fd, 0, os.SEEK_SET)
+            command = [command[0], "--args", str(args_fd), *command[end:]]
+            fds.append(args_fd)
+        cmd = [self._caps.shell, "-c", _GATE, "sh", *command]
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -413,19 +525,20 @@ class LocalSession:
                 start_new_session=True,
                 env=env,
                 cwd=self._root if self._plan.bwrap else cwd,
-                pass_fds=(info_w,) if info_w is not None else (),
+                pass_fds=tuple(fds),
             )
         except OSError as exc:
-            if info_r is not None and info_w is not None:
+            for fd in fds:
+                os.close(fd)
+            if info_r is not None:
                 os.close(info_r)
-                os.close(info_w)
             if group is not None:
                 group.remove()
             raise SandboxUnavailableError(
                 f"local sandbox {self.label}: could not start {cmd[0]}: {exc}"
             ) from exc
-        if info_w is not None:
-            os.close(info_w)
+        for fd in fds:
+            os.close(fd)
         with self._lock:
             self._running[proc.pid] = (proc, group)
         try:
@@ -612,7 +725,11 @@ class LocalSandbox:
                 _mount_tmpfs(root, contract.disk_mb)
             for sub in ("workspace", "io", "tmp"):
                 (root / sub).mkdir()
+                if caps.drops_privileges:
+                    os.chown(root / sub, SANDBOX_UID, SANDBOX_GID)
             (root / "tmp").chmod(0o1777)
+            if caps.drops_privileges and not plan.bwrap:
+                root.chmod(0o711)  # the unprivileged command reaches its folders by path
             (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         except OSError as exc:
             if plan.disk == "tmpfs":
@@ -640,6 +757,7 @@ class LocalSandbox:
             "cgroup": "none",
             "root": str(caps.root).lower(),
             "launcher": "sh-gate+prlimit(2)",
+            "uid": str(SANDBOX_UID) if caps.drops_privileges else str(os.geteuid()),
         }
         if caps.cgroups:
             facts.update(caps.cgroups.describe())

@@ -30,6 +30,7 @@ def test_suite_covers_the_required_behaviours() -> None:
         "network_denied",
         "read_only_root",
         "stdout_truncation_recorded",
+        "unprivileged",
         "view_mounts_path_env",
         "wall_clock_kills_grandchild",
         "workspace_round_trip",

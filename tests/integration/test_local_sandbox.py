@@ -150,7 +150,7 @@ def test_disk_bound_is_a_real_tmpfs_and_reports_disk(tmp_path: Path) -> None:
         "    with open(f'f{i}', 'wb') as f: f.write(os.urandom(1 << 20))"
     )
     with LocalSandbox(tmp_path).open(_contract(disk_mb=8), label="t") as s:
-        st_ = os.statvfs(s.paths.workspace)
+        st_ = os.statvfs(s.root / "workspace")
         assert st_.f_blocks * st_.f_frsize == 8 << 20, "session dir is not an 8 MiB tmpfs"
         r = s.exec(["python3", "-c", write])
         assert r.termination is Termination.DISK, r
@@ -222,18 +222,20 @@ def test_paths_outside_and_symlinks_out_are_refused(tmp_path: Path) -> None:
     outside = tmp_path / "host-file"
     outside.write_text("host")
     with LocalSandbox(tmp_path / "sb").open(_contract(), label="t") as s:
-        ws = Path(s.paths.workspace)
+        ws, inner = s.root / "workspace", s.paths.workspace
         with pytest.raises(ValueError):
             s.read_file(str(outside))
         with pytest.raises(ValueError):
+            s.read_file(str(ws / "a"))  # a host path is not a sandbox path
+        with pytest.raises(ValueError):
             s.write_file(f"{s.paths.workspace}/../../escape", b"x")
         (ws / "link").symlink_to(outside)
-        assert s.read_file(str(ws / "link")) is None
-        s.write_file(str(ws / "link"), b"inside")
+        assert s.read_file(f"{inner}/link") is None
+        s.write_file(f"{inner}/link", b"inside")
         assert outside.read_text() == "host" and not (ws / "link").is_symlink()
         (ws / "dirlink").symlink_to(tmp_path)
         with pytest.raises(ValueError):
-            s.write_file(str(ws / "dirlink" / "x"), b"x")
+            s.write_file(f"{inner}/dirlink/x", b"x")
         os.mkfifo(ws / "fifo")
         s.get_tree(tmp_path / "out")
     assert (tmp_path / "out" / "dirlink").is_symlink(), "get_tree followed a symlink out"
@@ -338,7 +340,7 @@ def test_the_host_root_is_not_bound_recursively_over_other_sessions(tmp_path: Pa
     """Other sessions' tmpfs mounts live under the temp dir: binding / recursively would
     re-mount them during setup and race with their unmounting (seen as bwrap failures)."""
     with LocalSandbox(tmp_path).open(PhaseContract(), label="binds") as s:
-        cmd = s._command(["true"], Path(s.paths.workspace))
+        cmd = s._command(["true"], s.root / "workspace")
     pairs = list(zip(cmd, cmd[1:], cmd[2:], strict=False))
     assert ("--ro-bind", "/", "/") not in pairs
     assert ("--ro-bind", "/usr", "/usr") in pairs
