@@ -43,7 +43,7 @@ from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
 from harness.gateway._http import Call, Endpoint, Reply, read_body, refusal
 from harness.project import Upstream
-from harness.records import ModelUsage, TrialKey
+from harness.store.records import ModelUsage, TrialKey
 
 if TYPE_CHECKING:
     from harness.gateway._gateway import Gateway, Session

@@ -26,11 +26,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.claims import ClaimStats, claim_stats, claim_stats_by_case
 from harness.decision import RunDecision, decide_run
-from harness.gate import Decision, Reason
+from harness.gate.decide import Decision, Reason
+from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
-from harness.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
 from harness.report.usage import (
     ModelCost,
     VerifyCost,
@@ -40,8 +39,9 @@ from harness.report.usage import (
     verify_cost,
 )
 from harness.sandbox.base import Bound
-from harness.stats import ArmSummary, CaseSummary
-from harness.store import Store
+from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
+from harness.store.store import Store
+from harness.trial.claims import ClaimStats, claim_stats, claim_stats_by_case
 
 __all__ = [
     "ArmCase",

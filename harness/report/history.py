@@ -18,10 +18,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.decision import RunDecision
+from harness.gate.stats import ArmSummary, MeanCI
 from harness.report.data import gate_named_cases
 from harness.report.html import Plot, Shape
-from harness.stats import ArmSummary, MeanCI
-from harness.store import Store
+from harness.store.store import Store
 
 __all__ = [
     "ArmTrend",

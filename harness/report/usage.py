@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.records import AttemptRecord, RunRecord
+from harness.store.records import AttemptRecord, RunRecord
 
 __all__ = ["ModelCost", "VerifyCost", "model_cost", "ordered_union", "transcript_refs",
            "verify_cost"]  # fmt: skip

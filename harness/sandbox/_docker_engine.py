@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import SandboxUnavailableError
 from harness.sandbox._docker_sdk import docker, requests
-from harness.sandbox.prune import owner_alive
+from harness.sandbox.owner import owner_alive
 
 __all__ = [
     "BOOT_LABEL",

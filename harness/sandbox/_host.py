@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError
 from harness.sandbox._cgroup import CgroupDriver, detect_cgroups
-from harness.sandbox.prune import owned_prefix
+from harness.sandbox.owner import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",

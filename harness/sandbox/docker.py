@@ -5,7 +5,7 @@ Layout of a session (everything labelled ``harness.managed=1`` + run/session/rol
 * two named volumes on the ``local`` driver backed by ``tmpfs`` with ``size=`` (the disk
   bound): the workspace (``/workspace``, ``disk_mb``) and the protocol folder
   (``/harness/io``, 16 MiB). When the image carries the ``harness.seed`` label (per-case
-  images, :mod:`harness.images`), the holder copies that folder into the fresh workspace
+  images, :mod:`harness.env.images`), the holder copies that folder into the fresh workspace
   inside the engine, so the starting state never travels through the API;
 * a *holder* container (``sleep infinity`` under ``--init``, no network, tiny memory) that
   keeps the tmpfs volumes mounted between commands and serves ``put_archive`` /

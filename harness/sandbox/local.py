@@ -68,7 +68,7 @@ from harness.sandbox.base import (
     session_env,
 )
 from harness.sandbox.classify import Evidence, classify
-from harness.sandbox.prune import owned_prefix
+from harness.sandbox.owner import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",

@@ -12,9 +12,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from harness.compare import Comparison, case_counts
-from harness.policy import Policy
-from harness.regression import RuleResult, regression_rule
+from harness.gate.compare import Comparison, case_counts
+from harness.gate.policy import Policy
+from harness.gate.regression import RuleResult, regression_rule
 
 __all__ = [
     "GATE_RULE_VERSION",
@@ -72,7 +72,7 @@ def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
 
 
 def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
-    """Run the regression family of :mod:`harness.regression` on a comparison's counts."""
+    """Run the regression family of :mod:`harness.gate.regression` on a comparison's counts."""
     ids, (c, n, b, m) = _rule_inputs(comp)
     return policy_rule(policy, ids, c, n, b, m, k=comp.k, critical=critical)
 

@@ -9,7 +9,7 @@ small named rules, each returning its reasons; the verdict is the most severe re
   :func:`rule_drift` (the re-executed baseline disagrees with the stored one),
   :func:`rule_absolute` (no judged candidate trial at all), or no case in common.
 * **fail** — :func:`rule_regression`: the exact within-case family of
-  :mod:`harness.regression` rejects at ``alpha`` with a material drop, or a critical
+  :mod:`harness.gate.regression` rejects at ``alpha`` with a material drop, or a critical
   case's drop is significant; :func:`rule_absolute`: pass rate under the policy's floor
   or zero; :func:`rule_required`: a required or critical case without data.
 * **warn** — the same family at ``warn_alpha`` without the magnitude condition; regressions
@@ -34,12 +34,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.compare import Comparison, compare_arms
-from harness.drift import DriftCheck, drift_check
-from harness.policy import Policy, policy_digest
-from harness.records import Outcome
-from harness.regression import RuleResult
-from harness.rules import (
+from harness.gate.compare import Comparison, compare_arms
+from harness.gate.drift import DriftCheck, drift_check
+from harness.gate.policy import Policy, policy_digest
+from harness.gate.regression import RuleResult
+from harness.gate.rules import (
     GATE_RULE_VERSION,
     Reason,
     Severity,
@@ -52,7 +51,8 @@ from harness.rules import (
     rule_non_inferiority,
     rule_regression,
 )
-from harness.stats import ArmData, ArmSummary, summarize_arm, summarize_case
+from harness.gate.stats import ArmData, ArmSummary, summarize_arm, summarize_case
+from harness.store.records import Outcome
 
 __all__ = [
     "GATE_RULE_VERSION",

@@ -355,4 +355,4 @@ class ResultRecord(_Frozen):
     notes: tuple[str, ...] = ()
     judgment_cases: tuple[str, ...] = ()
     decision: dict[str, Any]
-    """The gate's :class:`~harness.gate.Decision` as JSON (its own schema)."""
+    """The gate's :class:`~harness.gate.decide.Decision` as JSON (its own schema)."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from harness.stats import _check_counts
+from harness.gate.stats import _check_counts
 
 __all__ = [
     "JEFFREYS",

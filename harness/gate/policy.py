@@ -172,7 +172,7 @@ class Policy(_Frozen):
     description: str = ""
     alpha: _Alpha = 0.05
     """Family-wise level of the regression tests that FAIL (the exact within-case test,
-    the broken-case count and each critical case's test; see harness.regression)."""
+    the broken-case count and each critical case's test; see harness.gate.regression)."""
     warn_alpha: _Alpha | None = None
     """Family-wise level at which the same tests WARN (no magnitude condition); at least
     ``alpha``. Unset: the larger of ``alpha`` and 0.10 (see :attr:`warn_level`)."""
@@ -277,3 +277,6 @@ def verify_policy(
             "(comments or layout only; its content and digest are unchanged)",
         )
     return ()
+
+
+DEFAULT_POLICY = Policy(version="builtin-default", description="no policy file configured")

@@ -9,9 +9,9 @@ Undefined values (a pass rate without data, a CI over one case) are ``None`` in 
 result models, so that results compare equal and serialise to JSON; the bare estimator
 functions :func:`pass_hat_k` / :func:`pass_at_k` return NaN where the brief asks for it.
 
-Two arms are compared in :mod:`harness.compare` (E1, E2, Holm, per-case rows); the
-regression budget (flip risks, Poisson-binomial) is :mod:`harness.budget`; the drift test
-(a re-executed baseline against the stored one) is :mod:`harness.drift`.
+Two arms are compared in :mod:`harness.gate.compare` (E1, E2, Holm, per-case rows); the
+regression budget (flip risks, Poisson-binomial) is :mod:`harness.gate.budget`; the drift test
+(a re-executed baseline against the stored one) is :mod:`harness.gate.drift`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import stats as sps
 
-from harness.records import Outcome, RunRecord
+from harness.store.records import Outcome, RunRecord
 
 __all__ = [
     "ArmData",
