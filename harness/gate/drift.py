@@ -6,8 +6,7 @@ policy's ``baseline.drift_alpha``; :func:`harness.gate.decide.rule_drift` turns 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
+from harness.frozen import Frozen as _Frozen
 from harness.gate.compare import PairedTest, case_counts, fisher_less, holm, paired_test
 from harness.gate.exact import BrokenCountTest, WithinCaseTest, allocate_alpha
 from harness.gate.exact import broken_count_test as _broken
@@ -17,10 +16,6 @@ from harness.gate.stats import ArmData, summarize_case
 __all__ = ["DriftCheck", "drift_check"]
 
 _EPS = 1e-12
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class DriftCheck(_Frozen):

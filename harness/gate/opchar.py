@@ -31,10 +31,11 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from harness.digest import digest_json
 from harness.errors import ConfigError
+from harness.frozen import Frozen as _Frozen
 from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
 from harness.gate.decide import GATE_RULE_VERSION
 from harness.gate.policy import Policy, policy_digest
@@ -64,10 +65,6 @@ Shape = Literal["diffuse", "partial", "concentrated"]
 SHAPES: tuple[Shape, ...] = ("diffuse", "partial", "concentrated")
 DROP = 0.10
 """The drop the detection rates are about: 10 points of mean pass rate."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class OperatingInputs(_Frozen):

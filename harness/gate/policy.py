@@ -19,11 +19,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_json, short
 from harness.errors import ConfigError
+from harness.frozen import Frozen as _Frozen
 
 __all__ = [
     "AbsolutePolicy",
@@ -41,10 +42,6 @@ __all__ = [
     "policy_digest",
     "verify_policy",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def _version_to_str(value: Any) -> Any:

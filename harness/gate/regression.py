@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy.special import comb
 
+from harness.frozen import Frozen as _Frozen
 from harness.gate.exact import (
     AlphaShare,
     BrokenCountTest,
@@ -49,10 +49,6 @@ __all__ = ["RuleResult", "pass_hat_k_array", "regression_rule"]
 _EPS = 1e-12
 WITHIN_WEIGHT = 0.8
 """Share of the set-level level for the within-case test (the broken count gets the rest)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class RuleResult(_Frozen):

@@ -24,9 +24,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from harness.decision import RunDecision, decide_run
+from harness.frozen import Frozen as _Frozen
 from harness.gate.decide import Decision, Reason
 from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
@@ -63,10 +62,6 @@ __all__ = [
 
 ArmKey = Literal["candidate", "baseline", "stored"]
 EvidenceKind = Literal["fail", "infra_error", "evaluator_error"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class Mark(_Frozen):

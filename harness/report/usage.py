@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
-
+from harness.frozen import Frozen as _Frozen
 from harness.store.records import AttemptRecord, RunRecord
 
 __all__ = ["ModelCost", "VerifyCost", "model_cost", "ordered_union", "transcript_refs",
@@ -20,10 +19,6 @@ __all__ = ["ModelCost", "VerifyCost", "model_cost", "ordered_union", "transcript
 
 TRANSCRIPT_CALLS = 20
 """Calls of a failed trial's transcript copied into the folder (the last ones)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class ModelCost(_Frozen):

@@ -57,7 +57,7 @@ def _owner(d: Path) -> int | None:
 
 def prune_local(base_dir: Path | None = None) -> list[str]:
     """Remove harness temp folders and local sessions whose owning process is dead."""
-    from harness.sandbox.local import _umount
+    from harness.sandbox._host import umount
 
     base = base_dir or Path(tempfile.gettempdir())
     removed: list[str] = []
@@ -68,7 +68,7 @@ def prune_local(base_dir: Path | None = None) -> list[str]:
         if owner is None or owner_alive(owner, d):
             continue
         if os.path.ismount(d):
-            _umount(d)
+            umount(d)
         shutil.rmtree(d, ignore_errors=True)
         if not d.exists():
             removed.append(str(d))
