@@ -4,8 +4,8 @@ Simulated agents have known per-case pass probabilities; outcomes are drawn as c
 sandboxes). Every replicate draws three arms — the stored baseline, the re-executed
 baseline and the candidate, k trials per case each — and applies the gate's rules in the
 order :func:`harness.gate.decide` does, through the same pure functions: the drift check
-(:func:`harness.gate.drift_check`'s family, two-sided, at ``baseline.drift_alpha``) →
-blocked; the regression family (:func:`harness.regression.regression_rule`) → fail / warn;
+(:func:`harness.gate.decide.drift_check`'s family, two-sided, at ``baseline.drift_alpha``) →
+blocked; the regression family (:func:`harness.gate.regression.regression_rule`) → fail / warn;
 the shrunk regression budget and non-inferiority (``auto``) → warn. ``--check-decide R``
 runs R replicates of every cell through ``decide`` itself and asserts the same verdicts.
 
@@ -46,14 +46,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as sps
 
-from harness.budget import beta_prior, flip_risk, poisson_binomial_pmf
-from harness.exact import allocate_alpha, broken_count_test, within_case_test
-from harness.gate import decide
-from harness.opchar import wilson
-from harness.policy import Policy, load_policy
-from harness.records import Outcome
-from harness.rules import policy_rule
-from harness.stats import ArmData
+from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
+from harness.gate.decide import decide
+from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
+from harness.gate.opchar import wilson
+from harness.gate.policy import Policy, load_policy
+from harness.gate.rules import policy_rule
+from harness.gate.stats import ArmData
+from harness.store.records import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,7 +157,7 @@ def grid(reps: int, reps_aa: int, only: str | None) -> list[Cell]:
 
 
 def _drifted(policy: Policy, c: np.ndarray, b: np.ndarray, k: int) -> bool:
-    """The drift family of harness.gate.drift_check (re-executed c vs stored b)."""
+    """The drift family of harness.gate.decide.drift_check (re-executed c vs stored b)."""
     n = np.full(c.size, k)
     bp = policy.baseline
     within = within_case_test(c, n, b, n, alternative="two-sided")

@@ -30,7 +30,7 @@ from scripted_upstream import MODEL, Script, ScriptedUpstream
 from harness.cases.model import Limits
 from harness.gateway import Gateway, LinkScope, RemoteSession
 from harness.project import Price, Upstream
-from harness.records import Arm, TrialKey
+from harness.store.records import Arm, TrialKey
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):

@@ -31,7 +31,7 @@ from harness.executors.local import LocalExecutor
 from harness.planning import plan_run
 from harness.project import load_project
 from harness.run import execute
-from harness.store import Store
+from harness.store.store import Store
 
 COMMANDS = {
     "python": (

@@ -13,41 +13,41 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from harness.version import __version__
 
 _EXPORTS: dict[str, str] = {
-    "ArmData": "harness.stats",
+    "ArmData": "harness.gate.stats",
     "Case": "harness.cases.model",
-    "Decision": "harness.gate",
+    "Decision": "harness.gate.decide",
     "ExecResult": "harness.sandbox.base",
     "FakeSandbox": "harness.sandbox.fake",
     "HarnessError": "harness.errors",
     "LoadedCase": "harness.cases.load",
     "LocalSandbox": "harness.sandbox.local",
-    "Outcome": "harness.records",
+    "Outcome": "harness.store.records",
     "PhaseContract": "harness.cases.model",
-    "Policy": "harness.policy",
+    "Policy": "harness.gate.policy",
     "Project": "harness.project",
-    "ReleaseRecord": "harness.records",
-    "RunRecord": "harness.records",
+    "ReleaseRecord": "harness.store.records",
+    "RunRecord": "harness.store.records",
     "Sandbox": "harness.sandbox.base",
     "SandboxSession": "harness.sandbox.base",
-    "Store": "harness.store",
+    "Store": "harness.store.store",
     "Termination": "harness.sandbox.base",
-    "TrialSpec": "harness.trial",
-    "Verdict": "harness.records",
-    "claim_stats": "harness.claims",
-    "decide": "harness.gate",
+    "TrialSpec": "harness.trial.spec",
+    "Verdict": "harness.store.records",
+    "claim_stats": "harness.trial.claims",
+    "decide": "harness.gate.decide",
     "decide_run": "harness.decision",
-    "judge_verifier": "harness.verify",
+    "judge_verifier": "harness.trial.verify",
     "load_cases": "harness.cases.load",
-    "load_policy": "harness.policy",
+    "load_policy": "harness.gate.policy",
     "load_project": "harness.project",
-    "operating_characteristics": "harness.opchar",
-    "pass_at_k": "harness.stats",
-    "pass_hat_k": "harness.stats",
+    "operating_characteristics": "harness.gate.opchar",
+    "pass_at_k": "harness.gate.stats",
+    "pass_hat_k": "harness.gate.stats",
     "plan_run": "harness.planning",
-    "run_trial": "harness.trial",
+    "run_trial": "harness.trial.execute",
     "write_reports": "harness.report",
 }
 
@@ -101,20 +101,21 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:  # pragma: no cover
     from harness.cases.load import LoadedCase, load_cases
     from harness.cases.model import Case, PhaseContract
-    from harness.claims import claim_stats
     from harness.decision import decide_run
     from harness.errors import HarnessError
-    from harness.gate import Decision, decide
-    from harness.opchar import operating_characteristics
+    from harness.gate.decide import Decision, decide
+    from harness.gate.opchar import operating_characteristics
+    from harness.gate.policy import Policy, load_policy
+    from harness.gate.stats import ArmData, pass_at_k, pass_hat_k
     from harness.planning import plan_run
-    from harness.policy import Policy, load_policy
     from harness.project import Project, load_project
-    from harness.records import Outcome, ReleaseRecord, RunRecord, Verdict
     from harness.report import write_reports
     from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, Termination
     from harness.sandbox.fake import FakeSandbox
     from harness.sandbox.local import LocalSandbox
-    from harness.stats import ArmData, pass_at_k, pass_hat_k
-    from harness.store import Store
-    from harness.trial import TrialSpec, run_trial
-    from harness.verify import judge_verifier
+    from harness.store.records import Outcome, ReleaseRecord, RunRecord, Verdict
+    from harness.store.store import Store
+    from harness.trial.claims import claim_stats
+    from harness.trial.execute import run_trial
+    from harness.trial.spec import TrialSpec
+    from harness.trial.verify import judge_verifier

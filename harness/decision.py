@@ -13,22 +13,20 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.baseline import load_baseline
 from harness.errors import ConfigError, InvalidRunError
 from harness.exitcodes import ExitCode, for_verdict
-from harness.gate import Decision, decide
-from harness.opchar import baseline_summary
+from harness.gate.decide import Decision, decide
+from harness.gate.opchar import baseline_summary
+from harness.gate.policy import DEFAULT_POLICY, load_policy, verify_policy
+from harness.gate.stats import ArmData
 from harness.planning import check_system_unchanged
-from harness.policy import Policy, load_policy, verify_policy
 from harness.project import Project
-from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
-from harness.replay import baseline_replayed, replayed_baseline_flips
-from harness.stats import ArmData
-from harness.store import RunHandle, Store
+from harness.store.baseline import load_baseline
+from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
+from harness.store.replay import baseline_replayed, replayed_baseline_flips
+from harness.store.store import RunHandle, Store
 
 __all__ = ["DEFAULT_POLICY", "RunDecision", "decide_run", "record_validity"]
-
-DEFAULT_POLICY = Policy(version="builtin-default", description="no policy file configured")
 
 
 @dataclass(frozen=True)

@@ -17,19 +17,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness import __version__
-from harness.baseline import Baseline, load_baseline
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
 from harness.env.plan import PreparedEnvs, prepare_for_backend
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
-from harness.policy import LoadedPolicy, Policy, load_policy
+from harness.gate.policy import LoadedPolicy, Policy, load_policy
 from harness.project import MAX_K, Project, Release, agent_code_digests
-from harness.records import Arm, ReleaseRecord, TrialKey
-from harness.sandbox.prune import owned_prefix
-from harness.store import Store
-from harness.trial import TrialSpec
+from harness.sandbox.owner import owned_prefix
+from harness.store.baseline import Baseline, load_baseline
+from harness.store.records import Arm, ReleaseRecord, TrialKey
+from harness.store.store import Store
+from harness.trial.spec import TrialSpec
+from harness.version import __version__
 
 __all__ = [
     "PlannedRun",
@@ -55,8 +55,9 @@ class PlannedRun:
     policy: Policy | None
     envs: PreparedEnvs = field(default_factory=PreparedEnvs)
     replayed_baseline: frozenset[tuple[str, int]] | None = None
-    """Baseline replay (``--model-replay baseline:NAME``, :func:`harness.replay.replay_scope`):
-    the baseline arm runs only these recorded (case, trial) pairs of the stored baseline."""
+    """Baseline replay (``--model-replay baseline:NAME``,
+    :func:`harness.store.replay.replay_scope`): the baseline arm runs only these recorded
+    (case, trial) pairs of the stored baseline."""
 
     def keep(self, specs: list[TrialSpec]) -> list[TrialSpec]:
         """Drop the baseline trials that baseline replay has no recorded responses for."""
@@ -120,7 +121,7 @@ def plan_run(
             f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
             field="--allow-unenforced",
         )
-    from harness.replay import replay_scope, replayable_trials
+    from harness.store.replay import replay_scope, replayable_trials
 
     replayed = replay_scope(model_replay, baseline)  # bad combinations fail first
     release = project.release(release_name)
@@ -281,9 +282,9 @@ def case_images(
     """
     import tempfile
 
-    from harness.images import build_case_image
+    from harness.env.images import build_case_image
     from harness.sandbox.docker import DEFAULT_IMAGE, connect
-    from harness.workspace import materialize
+    from harness.trial.workspace import materialize
 
     client = connect()
     out: dict[str, str] = {}
@@ -310,7 +311,7 @@ def _replayed(
     Raises:
         ConfigError: ``replay_run`` is missing or names no run with candidate trials.
     """
-    from harness.replay import recorded_candidates
+    from harness.store.replay import recorded_candidates
 
     out: dict[tuple[str, int], bytes] = {}
     for arm in arms:
@@ -384,8 +385,8 @@ def flaky_rerun_specs(plan: PlannedRun, store: Store, project: Project) -> list[
 
     Decided from the first k recorded trials only, so a resumed run decides the same way.
     """
-    from harness.gate import rerun_plan
-    from harness.stats import ArmData, summarize_arm
+    from harness.gate.decide import rerun_plan
+    from harness.gate.stats import ArmData, summarize_arm
 
     if plan.policy is None or plan.policy.flaky_reruns.extra_trials == 0:
         return []

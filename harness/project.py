@@ -20,6 +20,7 @@ from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
 from harness.env.model import Environment
 from harness.errors import ConfigError
+from harness.frozen import Frozen
 from harness.names import Name
 from harness.sandbox.base import SYSTEM_PATH
 
@@ -51,10 +52,8 @@ MAX_JOBS: Final = 256
 _MAX_SECONDS: Final = 7 * 24 * 3600
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
-    )
+class _Frozen(Frozen):
+    model_config = ConfigDict(allow_inf_nan=False)
 
 
 def _inside_project(value: str) -> str:

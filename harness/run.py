@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from harness.baseline import BASELINE_REPLAY, load_baseline
 from harness.errors import ConfigError, InfraError
 from harness.executors import Executor
 from harness.planning import PlannedRun, flaky_rerun_specs, plan_run
 from harness.project import Project, Upstream
-from harness.records import RunRecord
-from harness.store import RunHandle, Store
-from harness.trial import TrialOutput, TrialSpec
+from harness.store.baseline import BASELINE_REPLAY, load_baseline
+from harness.store.records import RunRecord
+from harness.store.store import RunHandle, Store
+from harness.trial.execute import TrialOutput
+from harness.trial.spec import TrialSpec
 
 if TYPE_CHECKING:
     from harness.decision import RunDecision
@@ -82,7 +83,7 @@ def model_gateway(
     transcript kept by baseline ``NAME`` (under ``baselines_dir``).
 
     Only the baseline arm is replayed when the source is the run's own baseline
-    (:func:`harness.replay.replay_scope`); the candidate then calls its upstream live.
+    (:func:`harness.store.replay.replay_scope`); the candidate then calls its upstream live.
     Checked before the first trial: the key variable of every arm that calls its upstream
     live is set. Under ``--executor dask`` the gateway also serves its link to the
     workers, on the local address that routes to ``scheduler``.
@@ -99,7 +100,7 @@ def model_gateway(
     if not upstreams:
         yield None
         return
-    from harness.replay import baseline_calls, recorded_calls, replay_scope
+    from harness.store.replay import baseline_calls, recorded_calls, replay_scope
 
     source = plan.record.model_replay
     replayed = replay_scope(source, plan.record.baseline)
@@ -319,7 +320,7 @@ def run_release(
 
 def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
     """Prove each (case, environment) pair red and green before the first trial."""
-    from harness.env.preflight import preflight_run
+    from harness.preflight import preflight_run
 
     done = preflight_run(
         project,

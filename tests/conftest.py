@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from harness.cases.load import load_case
 from harness.project import AgentSpec, Release, RetryPolicy
-from harness.records import Arm, TrialKey
-from harness.trial import TrialSpec
+from harness.store.records import Arm, TrialKey
+from harness.trial.spec import TrialSpec
 
 CASE_YAML = """\
 id: tiny

@@ -13,7 +13,7 @@ from harness.errors import ConfigError
 from harness.project import AGENT_DIR, AgentSpec, Release, load_project
 from harness.sandbox.base import ExecResult
 from harness.sandbox.fake import ExecCall, FakeSandbox, exited
-from harness.trial import run_trial
+from harness.trial.execute import run_trial
 
 PROJECT = """\
 releases:

@@ -1,4 +1,5 @@
-"""harness.budget: Poisson-binomial, flip risk and regression budget against independent values."""
+"""harness.gate.budget: Poisson-binomial, flip risk and regression budget against independent
+values."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.budget import flip_risk, poisson_binomial_pmf, regression_budget
+from harness.gate.budget import flip_risk, poisson_binomial_pmf, regression_budget
 
 
 @settings(max_examples=60)

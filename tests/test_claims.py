@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from harness.claims import claim_stats, claim_stats_by_case
-from harness.records import (
+from harness.store.records import (
     AgentClaim,
     Arm,
     AttemptRecord,
@@ -15,6 +14,7 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
+from harness.trial.claims import claim_stats, claim_stats_by_case
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""harness.compare: McNemar, Holm, paired t and compare_arms against independent values."""
+"""harness.gate.compare: McNemar, Holm, paired t and compare_arms against independent values."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scipy import stats as sps
 from test_stats import outs
 
-from harness.compare import case_counts, compare_arms, holm, mcnemar_exact, paired_test
-from harness.stats import ArmData, pass_hat_k, summarize_case
+from harness.gate.compare import case_counts, compare_arms, holm, mcnemar_exact, paired_test
+from harness.gate.stats import ArmData, pass_hat_k, summarize_case
 
 
 def test_case_counts_pairs_judged_counts_by_position() -> None:

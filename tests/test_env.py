@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases.validate import ValidationResult
 from harness.env.build import classify_uv_failure
 from harness.env.lock import read_lock
 from harness.env.model import Environment, EnvSource
 from harness.env.plan import phase_view
-from harness.env.preflight import red_problem
 from harness.errors import ConfigError, InfraError
-from harness.records import FailureType, Outcome, Verdict
+from harness.preflight import red_problem
+from harness.store.records import FailureType, Outcome, Verdict
+from harness.trial.validate import ValidationResult
 
 H = "--hash=sha256:" + "a" * 64
 

@@ -1,4 +1,4 @@
-"""harness.exact: the within-case tests against brute force, scipy and hand values."""
+"""harness.gate.exact: the within-case tests against brute force, scipy and hand values."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.exact import (
+from harness.gate.exact import (
     allocate_alpha,
     broken_count_test,
     case_min_p,

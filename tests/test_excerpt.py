@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.excerpt import select_excerpt
+from harness.trial.excerpt import select_excerpt
 
 _KEYWORDS = re.compile(r"FAILED|ERROR|Error|Traceback|assert|short test summary")
 

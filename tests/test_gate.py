@@ -1,11 +1,11 @@
-"""harness.gate: every verdict rule of issue 4, with its reason codes as data."""
+"""harness.gate.decide: every verdict rule of issue 4, with its reason codes as data."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.gate import (
+from harness.gate.decide import (
     GATE_RULE_VERSION,
     Decision,
     decide,
@@ -20,9 +20,9 @@ from harness.gate import (
     rule_non_inferiority,
     rule_validity,
 )
-from harness.policy import Policy
-from harness.records import Outcome
-from harness.stats import ArmData, summarize_arm
+from harness.gate.policy import Policy
+from harness.gate.stats import ArmData, summarize_arm
+from harness.store.records import Outcome
 
 CODES = {"P": Outcome.PASS, "F": Outcome.FAIL, "I": Outcome.INFRA_ERROR,
          "E": Outcome.EVALUATOR_ERROR}  # fmt: skip
@@ -355,10 +355,10 @@ def test_drift_per_case_fires_with_many_trials() -> None:
 
 
 def test_regressions_within_budget_are_still_named_in_the_reasons():
-    from harness.gate import decide
-    from harness.policy import Policy
-    from harness.records import Outcome
-    from harness.stats import ArmData
+    from harness.gate.decide import decide
+    from harness.gate.policy import Policy
+    from harness.gate.stats import ArmData
+    from harness.store.records import Outcome
 
     P, F = Outcome.PASS, Outcome.FAIL
     base = {f"c{i}": (P,) * 5 for i in range(10)} | {"flaky": (P, F, P, F, P)}

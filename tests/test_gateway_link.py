@@ -30,9 +30,10 @@ from harness.gateway import (
     session_label,
 )
 from harness.gateway import link_host as link_host_of
-from harness.records import Arm, FailureType, Outcome
 from harness.sandbox.fake import FakeSandbox
-from harness.trial import TrialSpec, run_trial
+from harness.store.records import Arm, FailureType, Outcome
+from harness.trial.execute import run_trial
+from harness.trial.spec import TrialSpec
 
 __all__ = ["upstream"]  # the scripted upstream fixture
 

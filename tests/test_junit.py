@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import HarnessError
-from harness.junit import JUnitError, parse_junit
+from harness.trial.junit import JUnitError, parse_junit
 
 PYTEST_REPORT = b"""<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests">

@@ -1,4 +1,4 @@
-"""harness.opchar: the simulation behind `harness policy check`, its intervals and cache."""
+"""harness.gate.opchar: the simulation behind `harness policy check`, its intervals and cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.opchar import (
+from harness.gate.opchar import (
     OperatingInputs,
     cache_path,
     cached_summary,
@@ -18,7 +18,7 @@ from harness.opchar import (
     wilson,
     write_cache,
 )
-from harness.policy import Policy, policy_digest
+from harness.gate.policy import Policy, policy_digest
 
 POLICY = Policy(version="t")
 

@@ -1,4 +1,4 @@
-"""harness.policy: loading, validation errors, digests and the refusal of a changed policy."""
+"""harness.gate.policy: loading, validation errors, digests and the refusal of a changed policy."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.policy import (
+from harness.gate.policy import (
     BaselinePolicy,
     Policy,
     PolicyChangedError,

@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness.sandbox.prune import lease, prune_leased
+from harness.sandbox.owner import lease, prune_leased
 
 
 def _entry(root: Path, key: str) -> None:

@@ -1,12 +1,12 @@
-"""harness.regression: the family rule on per-case counts."""
+"""harness.gate.regression: the family rule on per-case counts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from harness.regression import pass_hat_k_array, regression_rule
-from harness.stats import pass_hat_k
+from harness.gate.regression import pass_hat_k_array, regression_rule
+from harness.gate.stats import pass_hat_k
 
 IDS = [f"c{i:02d}" for i in range(20)]
 

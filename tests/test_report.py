@@ -19,12 +19,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from junitparser import Failure, JUnitXml, Skipped
 
-from harness.baseline import BaselineFile
 from harness.decision import decide_run
 from harness.errors import ConfigError, StoreError
-from harness.policy import load_policy
+from harness.gate.policy import load_policy
 from harness.project import Project, load_project
-from harness.records import (
+from harness.report import (
+    build_report,
+    render_html,
+    render_junit,
+    write_html_report,
+    write_report_folder,
+    write_reports,
+)
+from harness.report.html import delta_plot, distribution_plot
+from harness.report.markdown import _esc
+from harness.sandbox.base import Bound, Termination
+from harness.store.baseline import BaselineFile
+from harness.store.records import (
     AgentClaim,
     Arm,
     AttemptRecord,
@@ -37,18 +48,7 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.report import (
-    build_report,
-    render_html,
-    render_junit,
-    write_html_report,
-    write_report_folder,
-    write_reports,
-)
-from harness.report.html import delta_plot, distribution_plot
-from harness.report.markdown import _esc
-from harness.sandbox.base import Bound, Termination
-from harness.store import Store
+from harness.store.store import Store
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 PROJECT_YAML = """\

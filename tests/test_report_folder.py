@@ -134,7 +134,7 @@ USAGE_BASE = {"alpha": "PPPP", "bravo": "PPPP", "charlie": "PPPP"}
 
 def _usage(store, rec):
     """Give every attempt measured usage and a transcript; tamper in charlie's trial 0."""
-    from harness.records import ModelCall, ModelUsage
+    from harness.store.records import ModelCall, ModelUsage
 
     i = rec.key.trial + (100 if rec.key.arm.value == "baseline" else 0)
     attempts = []

@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.junit import parse_junit
-from harness.runner_guard import CANARY_LOG, check_canary, guard_env, guard_files, guarded_runs
+from harness.trial.junit import parse_junit
+from harness.trial.runner_guard import (
+    CANARY_LOG,
+    check_canary,
+    guard_env,
+    guard_files,
+    guarded_runs,
+)
 
 PATCH_OUTCOMES = (
     "import _pytest.reports as _r\n_init = _r.TestReport.__init__\n"
@@ -78,7 +84,7 @@ def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
 
 
 def test_cross_check_flags_only_what_makes_a_run_look_better() -> None:
-    from harness.runner_guard import cross_check
+    from harness.trial.runner_guard import cross_check
 
     def doc(*cases: tuple[str, str]) -> bytes:
         body = "".join(
@@ -97,7 +103,7 @@ def test_cross_check_flags_only_what_makes_a_run_look_better() -> None:
 
 
 def test_collect_argv_drops_the_report() -> None:
-    from harness.runner_guard import GuardedRun
+    from harness.trial.runner_guard import GuardedRun
 
     run = GuardedRun("j", "/w", ("-q", "--junitxml", "r.xml", "--junit-xml=x", "tests"), "py")
     assert run.collect_argv() == ["py", "-m", "pytest", "-q", "tests", "--collect-only", "-q"]

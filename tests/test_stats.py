@@ -1,4 +1,4 @@
-"""harness.stats: per-case estimators and arm summaries against independent values."""
+"""harness.gate.stats: per-case estimators and arm summaries against independent values."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.records import (
+from harness.gate.stats import ArmData, pass_at_k, pass_hat_k, summarize_arm, summarize_case
+from harness.store.records import (
     Arm,
     AttemptRecord,
     Outcome,
@@ -20,7 +21,6 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.stats import ArmData, pass_at_k, pass_hat_k, summarize_arm, summarize_case
 
 P, F, INF, EV = Outcome.PASS, Outcome.FAIL, Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR
 

@@ -12,8 +12,16 @@ import pytest
 
 from harness.errors import ConfigError, StoreError, StoreIntegrityError
 from harness.names import inside, name_problem
-from harness.records import Arm, AttemptRecord, Outcome, ReleaseRecord, RunRecord, TrialKey, Verdict
-from harness.store import MANIFEST, Store, _chain
+from harness.store.records import (
+    Arm,
+    AttemptRecord,
+    Outcome,
+    ReleaseRecord,
+    RunRecord,
+    TrialKey,
+    Verdict,
+)
+from harness.store.store import MANIFEST, Store, _chain
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 

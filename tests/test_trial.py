@@ -9,10 +9,10 @@ from support import junit
 
 from harness.errors import SandboxUnavailableError
 from harness.project import RetryPolicy
-from harness.records import FailureType, Outcome
 from harness.sandbox.base import Bound, ExecResult, Termination
 from harness.sandbox.fake import ExecCall, FakeSandbox, exited
-from harness.trial import run_trial
+from harness.store.records import FailureType, Outcome
+from harness.trial.execute import run_trial
 
 
 def _fixing_agent(call: ExecCall) -> None:

@@ -16,10 +16,10 @@ from test_trial import _honest_verifier
 
 from harness.gateway import Gateway
 from harness.project import Price, Upstream
-from harness.records import FailureType, Outcome
 from harness.sandbox.base import ExecResult
 from harness.sandbox.fake import ExecCall, FakeSandbox, exited
-from harness.trial import run_trial
+from harness.store.records import FailureType, Outcome
+from harness.trial.execute import run_trial
 
 KEY = "sk-trial-real-key-5f1c0a"
 
@@ -160,9 +160,9 @@ def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
 ) -> None:
     import datetime as dt
 
-    from harness.records import ReleaseRecord
-    from harness.replay import recorded_calls
-    from harness.store import Store
+    from harness.store.records import ReleaseRecord
+    from harness.store.replay import recorded_calls
+    from harness.store.store import Store
 
     case = make_case()
     spec = _spec(make_spec, case, upstream)

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.cases.model import ArtifactRule, Limits, Verifier
-from harness.records import AgentClaim, FailureType, Outcome, Verdict
 from harness.sandbox.base import Bound, ExecResult, Termination
-from harness.verify import (
+from harness.store.records import AgentClaim, FailureType, Outcome, Verdict
+from harness.trial.verify import (
     MAX_RESULT_BYTES,
     judge_agent_phase,
     judge_verifier,

@@ -11,7 +11,7 @@ import yaml
 
 from harness.cases.load import load_case
 from harness.decision import tampering_fails
-from harness.vtree import build_verification_tree, glob_regex
+from harness.trial.vtree import build_verification_tree, glob_regex
 
 CASE = {
     "id": "c",
@@ -148,7 +148,7 @@ def test_allow_lets_the_candidate_change_a_protected_path(case, tmp_path) -> Non
 
 
 def test_policy_can_count_tampering_as_a_fail() -> None:
-    from harness.records import Outcome, RunRecord
+    from harness.store.records import Outcome, RunRecord
 
     rec = RunRecord.model_validate(
         {

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cases.load import load_case
 from harness.errors import CaseError
-from harness.workspace import extract_tree, materialize, pack_tree, snapshot
+from harness.trial.workspace import extract_tree, materialize, pack_tree, snapshot
 
 
 def _case_with_repo(make_case, repo_yaml: str) -> Path:
@@ -95,7 +95,7 @@ def test_snapshot_identity_diff_and_replayable_tarball(tmp_path):
 
 def test_snapshot_never_reads_through_a_candidate_symlink(tmp_path) -> None:
     from harness.digest import tree_manifest
-    from harness.workspace import snapshot
+    from harness.trial.workspace import snapshot
 
     secret = tmp_path / "host-secret.txt"
     secret.write_text("CANARY-SECRET\n")

@@ -15,6 +15,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.env.model import Environment
+from harness.frozen import Frozen
 
 __all__ = [
     "ArchiveRepo",
@@ -53,10 +54,8 @@ MAX_OUTPUT_BYTES: Final = 1 << 28
 _ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False
-    )
+class _Frozen(Frozen):
+    model_config = ConfigDict(allow_inf_nan=False)
 
 
 def _argv(value: tuple[str, ...]) -> tuple[str, ...]:

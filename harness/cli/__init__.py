@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import click
 
-from harness import __version__
 from harness.cli import baseline, cases, env, policy, reports, run, runs, sandbox
+from harness.version import __version__
 
 __all__ = ["main"]
 

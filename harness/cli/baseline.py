@@ -22,7 +22,7 @@ def baseline() -> None:
 @handle_errors
 def baseline_promote(project_dir: Path, run_ref: str, name: str, force: bool) -> None:
     """Store finished run RUN as baseline NAME (git-friendly files)."""
-    from harness.baseline import promote
+    from harness.store.baseline import promote
 
     project, store = open_store(project_dir)
     dest = promote(store, store.resolve_run(run_ref), name, project.baselines_dir, force=force)

@@ -97,7 +97,7 @@ def cases_validate(
 ) -> None:
     """Prove each verifier fails on the starting state and passes on the reference."""
     from harness.cases.load import load_cases
-    from harness.env.preflight import validate_in_envs
+    from harness.preflight import validate_in_envs
     from harness.project import load_project
     from harness.sandbox.registry import get_backend
 

@@ -18,12 +18,12 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from harness import __version__
 from harness.exitcodes import ExitCode, exit_for_exception
+from harness.version import __version__
 
 if TYPE_CHECKING:
     from harness.project import Project
-    from harness.store import Store
+    from harness.store.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
@@ -95,7 +95,7 @@ def json_option(schema_name: str) -> Callable[[F], F]:
 def open_store(project_dir: Path) -> tuple[Project, Store]:
     """Load the project in ``project_dir`` and open its store."""
     from harness.project import load_project
-    from harness.store import Store
+    from harness.store.store import Store
 
     project = load_project(project_dir)
     return project, Store(project.store_dir)

@@ -55,7 +55,7 @@ def policy_check(
     as_json: bool,
 ) -> None:
     """Simulate this gate for the project's cases, k and baseline: false alarms, detection."""
-    from harness.opchar import check_project
+    from harness.gate.opchar import check_project
     from harness.project import load_project
 
     project = load_project(project_dir)

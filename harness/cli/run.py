@@ -110,7 +110,7 @@ def run(
     _print_run_table(outcome.decision)
     replay_of = project.release(release).agent.replay_run
     if project.release(release).agent.adapter == "replay" and replay_of:
-        from harness.store import Store
+        from harness.store.store import Store
 
         store = Store(project.store_dir)
         _print_flips(store, outcome.run_id, store.resolve_run(replay_of))
@@ -245,7 +245,7 @@ def _print_run_table(decision: Any) -> None:
 
 
 def _print_flips(store: Any, run_id: str, source: str) -> None:
-    from harness.replay import verdict_flips
+    from harness.store.replay import verdict_flips
 
     flips = verdict_flips(store, run_id, source)
     out.print(f"re-verified the candidates of {source}: {len(flips)} verdict flip(s)")

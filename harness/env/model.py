@@ -20,6 +20,8 @@ from typing import Annotated, Final
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from harness.frozen import Frozen as _Frozen
+
 __all__ = [
     "AGENT_ENV_PATH",
     "ENV_MOUNT_ROOT",
@@ -33,10 +35,6 @@ ENV_MOUNT_ROOT: Final = "/opt/harness/env"
 """Inside a sandbox, a case environment lives at ``<ENV_MOUNT_ROOT>/<12 hex of its digest>``."""
 AGENT_ENV_PATH: Final = "/opt/harness/agent-env"
 """Inside the agent phase, the release's agent environment (call it by absolute path)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def _relative(value: str) -> str:

@@ -209,10 +209,10 @@ def prepare_for_backend(
 
     Local: prefixes on the host (:func:`prepare_envs`). Docker: each distinct case
     environment is an image layer over the case's base image
-    (:func:`harness.images.build_env_image`); the case image is then built on top of it, so
+    (:func:`harness.env.images.build_env_image`); the case image is then built on top of it, so
     the returned mapping is case id → base. An agent environment is built as a layer over
     the default base image (its ``/usr/bin/python3``) and copied out to a host prefix
-    (:func:`harness.images.export_env`): it is mounted in the agent phase only, like on
+    (:func:`harness.env.images.export_env`): it is mounted in the agent phase only, like on
     the local backend, never baked into the case image the verifier also runs in.
 
     Raises:
@@ -222,7 +222,7 @@ def prepare_for_backend(
     """
     if backend != "docker":
         return prepare_envs(project, cases, releases, verify=verify), {}
-    from harness.images import build_env_image, export_env
+    from harness.env.images import build_env_image, export_env
     from harness.sandbox.docker import DEFAULT_IMAGE, connect
 
     out, bases = PreparedEnvs(), {}

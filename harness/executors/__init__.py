@@ -1,6 +1,6 @@
 """Executors run trial specs and hand finished records back to the single writer.
 
-A trial spec is plain picklable data and :func:`harness.trial.run_trial` returns the
+A trial spec is plain picklable data and :func:`harness.trial.execute.run_trial` returns the
 record, so an executor only has to move specs out and outputs back: the local thread
 pool (default) and a Dask cluster implement the same small interface.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from harness.trial import TrialOutput, TrialSpec
+from harness.trial.execute import TrialOutput
+from harness.trial.spec import TrialSpec
 
 __all__ = ["Executor", "execute_spec"]
 
@@ -18,7 +19,7 @@ __all__ = ["Executor", "execute_spec"]
 def execute_spec(spec: TrialSpec) -> TrialOutput:
     """Run one spec on the backend it names (used by every executor, locally or remotely)."""
     from harness.sandbox.registry import get_backend
-    from harness.trial import run_trial
+    from harness.trial.execute import run_trial
 
     return run_trial(spec, get_backend(spec.backend))
 

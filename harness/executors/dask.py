@@ -19,7 +19,8 @@ from typing import Any
 from harness.errors import ConfigError, InfraError
 from harness.executors import execute_spec
 from harness.gateway import LinkAddress
-from harness.trial import TrialOutput, TrialSpec
+from harness.trial.execute import TrialOutput
+from harness.trial.spec import TrialSpec
 
 __all__ = ["DaskExecutor"]
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from harness.executors import execute_spec
-from harness.trial import TrialOutput, TrialSpec
+from harness.trial.execute import TrialOutput
+from harness.trial.spec import TrialSpec
 
 __all__ = ["LocalExecutor"]
 

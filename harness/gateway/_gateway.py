@@ -28,7 +28,7 @@ from harness.errors import ConfigError, InfraError
 from harness.gateway._http import Call, Endpoint, Reply, refusal
 from harness.gateway._upstream import Answer, UpstreamClient, UpstreamFault, Usage, meter
 from harness.project import Upstream
-from harness.records import ModelCall, ModelUsage
+from harness.store.records import ModelCall, ModelUsage
 
 if TYPE_CHECKING:
     from harness.gateway._link import LinkAddress, LinkScope, LinkServer

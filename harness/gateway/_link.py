@@ -35,15 +35,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import urllib3
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from harness.cases.model import Limits
 from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
+from harness.frozen import Frozen as _Frozen
 from harness.gateway._http import Call, Endpoint, Reply, read_body, refusal
 from harness.project import Upstream
-from harness.records import ModelUsage, TrialKey
+from harness.store.records import ModelUsage, TrialKey
 
 if TYPE_CHECKING:
     from harness.gateway._gateway import Gateway, Session
@@ -114,10 +115,6 @@ class LinkScope:
     def resolve(self, key: TrialKey) -> tuple[Upstream, Limits] | None:
         """Return the upstream and limits of ``key``'s trial, or ``None`` if not in the run."""
         return self.trials.get((key.arm.value, key.release, key.case_id, key.case_version))
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 _M = TypeVar("_M", bound=_Frozen)

@@ -45,7 +45,7 @@ from harness.report.html import render_evidence_page, render_html
 from harness.report.junit import render_junit
 from harness.report.markdown import render_markdown
 from harness.report.schema import report_document
-from harness.store import Store
+from harness.store.store import Store
 
 __all__ = [
     "FORMATS",

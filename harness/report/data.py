@@ -24,13 +24,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from harness.claims import ClaimStats, claim_stats, claim_stats_by_case
 from harness.decision import RunDecision, decide_run
-from harness.gate import Decision, Reason
+from harness.frozen import Frozen as _Frozen
+from harness.gate.decide import Decision, Reason
+from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
-from harness.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
 from harness.report.usage import (
     ModelCost,
     VerifyCost,
@@ -40,8 +38,9 @@ from harness.report.usage import (
     verify_cost,
 )
 from harness.sandbox.base import Bound
-from harness.stats import ArmSummary, CaseSummary
-from harness.store import Store
+from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
+from harness.store.store import Store
+from harness.trial.claims import ClaimStats, claim_stats, claim_stats_by_case
 
 __all__ = [
     "ArmCase",
@@ -63,10 +62,6 @@ __all__ = [
 
 ArmKey = Literal["candidate", "baseline", "stored"]
 EvidenceKind = Literal["fail", "infra_error", "evaluator_error"]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class Mark(_Frozen):

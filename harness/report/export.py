@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.errors import ConfigError
-from harness.records import RunRecord
 from harness.report.data import ReportData
+from harness.store.records import RunRecord
 
 __all__ = ["CASE_COLUMNS", "TRIAL_COLUMNS", "case_rows", "trial_rows", "write_table"]
 

@@ -35,9 +35,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import ConfigError, StoreError
-from harness.records import RunRecord
 from harness.report.data import Evidence, EvidenceGroup, PathRef, ReportData
-from harness.store import Store
+from harness.store.records import RunRecord
+from harness.store.store import Store
 
 __all__ = [
     "FILE_CAP",

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from harness.decision import RunDecision
+from harness.frozen import Frozen as _Frozen
+from harness.gate.stats import ArmSummary, MeanCI
 from harness.report.data import gate_named_cases
 from harness.report.html import Plot, Shape
-from harness.stats import ArmSummary, MeanCI
-from harness.store import Store
+from harness.store.store import Store
 
 __all__ = [
     "ArmTrend",
@@ -36,10 +37,6 @@ __all__ = [
     "summary_from_decision",
     "write_summary",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class ArmTrend(_Frozen):
@@ -290,9 +287,9 @@ def case_trend_plot(release: str, runs: Sequence[RunSummary]) -> Plot | None:
 
 def render_history(rows: Sequence[RunListing], summaries: dict[str, RunSummary]) -> str:
     """Render ``reports/index.html``: a row per run, trend plots per release and per case."""
-    from harness.report.html import _env
+    from harness.report.html import template_env
 
-    env = _env()
+    env = template_env()
     loader = env.loader
     assert loader is not None
     style, _, _ = loader.get_source(env, "report.css")

@@ -363,7 +363,7 @@ def _environment() -> jinja2.Environment:
 _ENV: jinja2.Environment | None = None
 
 
-def _env() -> jinja2.Environment:
+def template_env() -> jinja2.Environment:
     global _ENV
     if _ENV is None:
         _ENV = _environment()
@@ -411,7 +411,7 @@ def render_html(data: ReportData, files: Mapping[str, EvidenceFile] | None = Non
     ``files`` maps a :class:`PathRef`'s ``ref`` to its copy in the folder; ``ev_pages`` maps
     an evidence anchor to its evidence page number (both from the folder writer).
     """
-    env = _env()
+    env = template_env()
     loader = env.loader
     assert loader is not None
     script, _, _ = loader.get_source(env, "report.js")
@@ -447,7 +447,7 @@ def render_evidence_page(data: ReportData, groups: Sequence[EvidenceGroup], page
                          pages: int, files: Mapping[str, EvidenceFile],
                          ev_pages: Mapping[str, int]) -> str:  # fmt: skip
     """Render evidence page ``page`` (1-based) of ``pages``: full evidence of its groups."""
-    env = _env()
+    env = template_env()
     loader = env.loader
     assert loader is not None
     style, _, _ = loader.get_source(env, "report.css")

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.gate import Decision
-from harness.records import ReleaseRecord, ResultRecord, RunRecord
+from harness.gate.decide import Decision
 from harness.report.data import ReportCore, ReportData
 from harness.report.history import RunsDocument, RunSummary
+from harness.store.records import ReleaseRecord, ResultRecord, RunRecord
 
 __all__ = ["SCHEMAS", "GateDocument", "ReportDocument", "ShowDocument", "json_schema",
            "report_document"]  # fmt: skip

@@ -11,19 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
-
-from harness.records import AttemptRecord, RunRecord
+from harness.frozen import Frozen as _Frozen
+from harness.store.records import AttemptRecord, RunRecord
 
 __all__ = ["ModelCost", "VerifyCost", "model_cost", "ordered_union", "transcript_refs",
            "verify_cost"]  # fmt: skip
 
 TRANSCRIPT_CALLS = 20
 """Calls of a failed trial's transcript copied into the folder (the last ones)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class ModelCost(_Frozen):

@@ -1,7 +1,7 @@
 """Engine-level helpers of the Docker backend: connection, image lookup, error mapping, prune.
 
 Everything here talks to the engine as a whole, not to one session: :func:`connect` opens a
-checked client, :func:`find_image` looks an image up, :func:`engine_errors` (``_engine``)
+checked client, :func:`find_image` looks an image up, :func:`engine_errors` (``docker_engine``)
 is the single boundary that turns the SDK's, ``requests``' and the socket's exceptions into
 :class:`~harness.errors.SandboxUnavailableError`, and :func:`prune` sweeps the
 harness-labelled containers and volumes left behind by dead owners: every object the
@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.errors import SandboxUnavailableError
 from harness.sandbox._docker_sdk import docker, requests
-from harness.sandbox.prune import owner_alive
+from harness.sandbox.owner import owner_alive
 
 __all__ = [
     "BOOT_LABEL",
@@ -46,30 +46,30 @@ DEFAULT_IMAGE = "harness-base:bookworm"
 LABEL = "harness.managed"
 SEED_LABEL = "harness.seed"
 """Image label naming a folder copied into a fresh session's workspace (case images)."""
-_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
-def _unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
+def engine_unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
     msg = str(getattr(exc, "explanation", None) or exc).strip() or type(exc).__name__
     return SandboxUnavailableError(f"docker: {what}: {msg}", reason=reason)
 
 
 @contextlib.contextmanager
-def _engine(what: str, reason: str = "engine_error") -> Iterator[None]:
+def docker_engine(what: str, reason: str = "engine_error") -> Iterator[None]:
     """Translate every foreign engine exception into SandboxUnavailableError (one boundary)."""
     try:
         yield
     except docker.errors.ImageNotFound as exc:
-        raise _unavailable(what, exc, "image_missing") from exc
+        raise engine_unavailable(what, exc, "image_missing") from exc
     except docker.errors.NotFound as exc:
-        raise _unavailable(what, exc, "container_gone") from exc
+        raise engine_unavailable(what, exc, "container_gone") from exc
     except (requests.exceptions.ConnectionError, ConnectionError) as exc:
-        raise _unavailable(what, exc, "engine_unreachable") from exc
-    except _ENGINE_ERRORS as exc:
-        raise _unavailable(what, exc, reason) from exc
+        raise engine_unavailable(what, exc, "engine_unreachable") from exc
+    except ENGINE_ERRORS as exc:
+        raise engine_unavailable(what, exc, reason) from exc
 
 
-engine_errors = _engine
+engine_errors = docker_engine
 
 
 def find_image(client: Any, ref: str) -> Any | None:
@@ -79,7 +79,7 @@ def find_image(client: Any, ref: str) -> Any | None:
         SandboxUnavailableError: the engine cannot be asked.
 
     """
-    with _engine(f"looking up image {ref!r}", "engine_error"):
+    with docker_engine(f"looking up image {ref!r}", "engine_error"):
         try:
             return client.images.get(ref)
         except docker.errors.ImageNotFound:
@@ -108,7 +108,7 @@ def connect(timeout: float = 60.0) -> Any:
             ) from None
         finally:
             probe.close()
-    with _engine(
+    with docker_engine(
         "connecting to the engine (is dockerd running? DOCKER_HOST?)", "engine_unreachable"
     ):
         client = docker.from_env(timeout=int(timeout))
@@ -218,7 +218,7 @@ def prune(
     flt = {"label": [f"{LABEL}=1", *(f"{k}={v}" for k, v in wanted.items())]}
     gone_c: list[str] = []
     gone_v: list[str] = []
-    with _engine("pruning harness containers"):
+    with docker_engine("pruning harness containers"):
         for c in client.containers.list(all=True, filters=flt):
             if doomed(c.labels, c.attrs.get("Created", "")):
                 with contextlib.suppress(docker.errors.NotFound):

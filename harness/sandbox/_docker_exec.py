@@ -38,8 +38,8 @@ from typing import Any
 
 from harness.cases.model import PhaseContract
 from harness.errors import SandboxUnavailableError
-from harness.sandbox._docker_engine import _ENGINE_ERRORS, _engine, _unavailable
-from harness.sandbox._docker_io import _Capture
+from harness.sandbox._docker_engine import ENGINE_ERRORS, docker_engine, engine_unavailable
+from harness.sandbox._docker_io import Capture
 from harness.sandbox._docker_sdk import docker, requests
 from harness.sandbox.base import Bound, ExecResult, Termination
 from harness.sandbox.classify import Evidence, classify
@@ -96,16 +96,18 @@ def run_command(
     """
     c = contract
     params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
-    with _engine("attaching to the command container", "start_failed"):
+    with docker_engine("attaching to the command container", "start_failed"):
         sock = ctr.attach_socket(params=params)
     raw = getattr(sock, "_sock", sock)
-    out = _Capture(raw, c.output_bytes, sock)
+    out = Capture(raw, c.output_bytes, sock)
     try:
         try:
             ctr.start()
         except docker.errors.APIError as exc:
             if not _NOT_FOUND.search(str(exc.explanation or exc)):
-                raise _unavailable("starting the command container", exc, "start_failed") from exc
+                raise engine_unavailable(
+                    "starting the command container", exc, "start_failed"
+                ) from exc
             msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
             return ExecResult(
                 argv=argv,
@@ -115,8 +117,8 @@ def run_command(
                 stderr_total=len(msg),
                 duration_s=0.0,
             )
-        except _ENGINE_ERRORS as exc:
-            raise _unavailable("starting the command container", exc, "start_failed") from exc
+        except ENGINE_ERRORS as exc:
+            raise engine_unavailable("starting the command container", exc, "start_failed") from exc
         t0 = time.monotonic()
         wall0 = time.time()
         out.start()
@@ -128,7 +130,7 @@ def run_command(
         killed_pids: float | None = None
         we_killed = False
         try:
-            with _engine("waiting for the command", "engine_lost"):
+            with docker_engine("waiting for the command", "engine_lost"):
                 ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
         except SandboxUnavailableError as exc:
             if not isinstance(
@@ -138,13 +140,13 @@ def run_command(
                 raise
             killed_pids = _pids_now(ctr)
             we_killed = True
-            with _engine("killing the command at its deadline", "engine_lost"):
+            with docker_engine("killing the command at its deadline", "engine_lost"):
                 with contextlib.suppress(docker.errors.APIError):
                     ctr.kill()
                 ctr.wait(timeout=60)
         duration = time.monotonic() - t0
         out.join(10.0)
-        with _engine("inspecting the finished command", "container_gone"):
+        with docker_engine("inspecting the finished command", "container_gone"):
             ctr.reload()
     finally:
         out.close()
@@ -191,7 +193,7 @@ def _pids_now(ctr: Any) -> float | None:
     try:
         stats = ctr.stats(stream=False, one_shot=True)
         return float((stats.get("pids_stats") or {})["current"])
-    except (KeyError, TypeError, ValueError, *_ENGINE_ERRORS):
+    except (KeyError, TypeError, ValueError, *ENGINE_ERRORS):
         return None
 
 
@@ -226,7 +228,7 @@ def _classify(
 
 def _check_external_kill(client: Any, ctr: Any, since: float) -> None:
     """Raise when the engine logged a ``kill``/``stop`` of the command we did not send."""
-    with _engine("reading engine events", "engine_lost"):
+    with docker_engine("reading engine events", "engine_lost"):
         stream = client.events(
             since=f"{since - 1:.6f}",
             until=f"{time.time():.6f}",

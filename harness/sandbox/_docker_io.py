@@ -1,8 +1,8 @@
 """Byte plumbing of the Docker backend: the attach-stream reader and the tar archives.
 
-:class:`_Capture` demultiplexes a command container's attach socket (the engine's 8-byte
-frame headers) keeping the head of stdout and stderr. The ``_pack_*`` / ``_unpack_tree`` /
-``_first_file`` helpers build and read the tar archives that ``put_archive`` and
+:class:`Capture` demultiplexes a command container's attach socket (the engine's 8-byte
+frame headers) keeping the head of stdout and stderr. The ``_pack_*`` / ``unpack_tree`` /
+``first_file`` helpers build and read the tar archives that ``put_archive`` and
 ``get_archive`` move between the host and a session's holder container; extraction uses
 the ``tar`` filter minus set-uid/set-gid bits.
 """
@@ -22,7 +22,7 @@ from typing import Any
 from harness.sandbox._treebound import TreeCounter
 
 
-class _Capture:
+class Capture:
     """Demultiplex the engine's attach stream, keeping the head of each stream."""
 
     def __init__(self, raw: Any, cap: int, wrapper: Any) -> None:
@@ -82,7 +82,7 @@ def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | Non
     return out
 
 
-def _pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
+def pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
     """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -98,7 +98,7 @@ def _pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
     return buf.getvalue()
 
 
-def _pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
+def pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
     """Tar one regular file ``rel`` (mode 0644, parents included) holding ``data``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -138,7 +138,7 @@ class _StreamReader(io.RawIOBase):
         return n
 
 
-def _unpack_tree(
+def unpack_tree(
     data: bytes | Iterable[bytes], dest: Path, counter: TreeCounter | None = None
 ) -> None:
     """Extract a ``get_archive`` of a folder into ``dest``, dropping its top component.
@@ -163,7 +163,7 @@ def _unpack_tree(
         tar.extractall(dest, members=members, filter=_extract_filter)
 
 
-def _first_file(data: bytes, limit: int | None) -> bytes | None:
+def first_file(data: bytes, limit: int | None) -> bytes | None:
     """Up to ``limit`` bytes of the archive's first member; ``None`` unless a regular file."""
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         first = tar.next()

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError
 from harness.sandbox._cgroup import CgroupDriver, detect_cgroups
-from harness.sandbox.prune import owned_prefix
+from harness.sandbox.owner import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",
@@ -179,7 +179,7 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _mount_tmpfs(target: Path, size_mb: int) -> None:
+def mount_tmpfs(target: Path, size_mb: int) -> None:
     opts = f"size={size_mb}m,mode=0700".encode()
     rc = _libc().mount(b"tmpfs", str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts)
     if rc != 0:
@@ -187,7 +187,7 @@ def _mount_tmpfs(target: Path, size_mb: int) -> None:
         raise OSError(err, os.strerror(err), str(target))
 
 
-def _umount(target: Path) -> None:
+def umount(target: Path) -> None:
     _libc().umount2(str(target).encode(), _MNT_DETACH)
 
 
@@ -237,8 +237,8 @@ def _detect() -> HostCapabilities:
     if root:
         with tempfile.TemporaryDirectory(prefix=owned_prefix("mountprobe")) as d:
             try:
-                _mount_tmpfs(Path(d), 1)
-                _umount(Path(d))
+                mount_tmpfs(Path(d), 1)
+                umount(Path(d))
                 can_mount = True
             except OSError:
                 can_mount = False

@@ -1,7 +1,7 @@
 """The local backend's sealed view: the minimal system bwrap shows, and view checks.
 
-:func:`_system_binds` lists the bwrap arguments of the read-only minimal system (``/usr``
-and a curated ``/etc``; nothing else of the host); :func:`_check_view` refuses a
+:func:`system_binds` lists the bwrap arguments of the read-only minimal system (``/usr``
+and a curated ``/etc``; nothing else of the host); :func:`check_view` refuses a
 :class:`~harness.sandbox.base.SealedView` the host cannot provide. See
 ``docs/threat-model.md``.
 """
@@ -55,7 +55,7 @@ _SYSTEM_ETC = (
 Never ``shadow``/``gshadow``, ssh keys, ``machine-id`` or anything credential-like."""
 
 
-def _system_binds() -> list[str]:
+def system_binds() -> list[str]:
     """Return the bwrap arguments of the minimal read-only system, nothing else of the host.
 
     ``/usr`` (with ``/bin``, ``/lib*``, ``/sbin`` as the host has them: usually links into
@@ -101,7 +101,7 @@ def _bind_entry(path: str) -> list[str]:
     return []
 
 
-def _check_view(view: SealedView | None, plan: IsolationPlan) -> None:
+def check_view(view: SealedView | None, plan: IsolationPlan) -> None:
     """Refuse a view this host cannot show: mounts need bwrap, sources must exist."""
     if view is None:
         return

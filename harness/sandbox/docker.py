@@ -5,7 +5,7 @@ Layout of a session (everything labelled ``harness.managed=1`` + run/session/rol
 * two named volumes on the ``local`` driver backed by ``tmpfs`` with ``size=`` (the disk
   bound): the workspace (``/workspace``, ``disk_mb``) and the protocol folder
   (``/harness/io``, 16 MiB). When the image carries the ``harness.seed`` label (per-case
-  images, :mod:`harness.images`), the holder copies that folder into the fresh workspace
+  images, :mod:`harness.env.images`), the holder copies that folder into the fresh workspace
   inside the engine, so the starting state never travels through the API;
 * a *holder* container (``sleep infinity`` under ``--init``, no network, tiny memory) that
   keeps the tmpfs volumes mounted between commands and serves ``put_archive`` /
@@ -41,15 +41,15 @@ from typing import Any
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import (
-    _ENGINE_ERRORS,
     BOOT_LABEL,
     DEFAULT_IMAGE,
+    ENGINE_ERRORS,
     LABEL,
     OWNER_LABEL,
     SEED_LABEL,
     PruneReport,
-    _engine,
     connect,
+    docker_engine,
     engine_errors,
     find_image,
     owner_labels,
@@ -57,7 +57,7 @@ from harness.sandbox._docker_engine import (
     prune,
 )
 from harness.sandbox._docker_exec import bound_options, run_command
-from harness.sandbox._docker_io import _first_file, _pack_file, _pack_tree, _unpack_tree
+from harness.sandbox._docker_io import first_file, pack_file, pack_tree, unpack_tree
 from harness.sandbox._docker_sdk import docker
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox._treebound import TreeCounter
@@ -142,13 +142,13 @@ class DockerSandbox:
 
     def _engine_info(self) -> dict[str, Any]:
         if self._info is None:
-            with _engine("reading engine info", "engine_unreachable"):
+            with docker_engine("reading engine info", "engine_unreachable"):
                 self._info = dict(self._client.info())
         return self._info
 
     def describe(self) -> Mapping[str, str]:
         """Engine version, API version, cgroup version, default image id, isolation used."""
-        with _engine("describing the engine", "engine_unreachable"):
+        with docker_engine("describing the engine", "engine_unreachable"):
             ver = self._client.version()
             try:
                 image_id = str(self._client.images.get(self.default_image).id)
@@ -216,7 +216,7 @@ class DockerSandbox:
                 )
         skipped = self._check(contract, downgrade)
         image_ref = contract.image or self.default_image
-        with _engine(
+        with docker_engine(
             f"image {image_ref!r} (build it: ci/docker-up.sh / harness images build)",
             "image_missing",
         ):
@@ -280,7 +280,7 @@ class DockerSession:
         mounts = []
         for target, size in sizes.items():
             name = f"harness-{self._sid}-{'ws' if target == _WS else 'io'}"
-            with _engine(f"creating volume {name}", "create_failed"):
+            with docker_engine(f"creating volume {name}", "create_failed"):
                 vol = self._client.volumes.create(
                     name=name,
                     driver="local",
@@ -292,7 +292,7 @@ class DockerSession:
         view_mounts = []
         for i, vm in enumerate(self._view.mounts if self._view is not None else ()):
             name = f"harness-{self._sid}-view{i}"
-            with _engine(f"creating volume {name}", "create_failed"):
+            with docker_engine(f"creating volume {name}", "create_failed"):
                 self._volumes.append(
                     self._client.volumes.create(name=name, driver="local", labels=self._labels)
                 )
@@ -310,7 +310,7 @@ class DockerSession:
             )
         holder_volumes = {m["Source"]: {"bind": m["Target"], "mode": "rw"} for m in mounts}
         holder_volumes.update({name: {"bind": vm.target, "mode": "rw"} for vm, name in view_mounts})
-        with _engine("creating/starting the holder container", "create_failed"):
+        with docker_engine("creating/starting the holder container", "create_failed"):
             holder = self._client.containers.run(
                 self._image_id,
                 ["infinity"],
@@ -337,15 +337,17 @@ class DockerSession:
                 reason="start_failed",
             )
         for vm, _name in view_mounts:
-            data = _pack_tree(Path(vm.source), PurePosixPath("."), 0, 0)
-            with _engine(f"copying view mount {vm.source}", "transfer_failed"):
+            data = pack_tree(Path(vm.source), PurePosixPath("."), 0, 0)
+            with docker_engine(f"copying view mount {vm.source}", "transfer_failed"):
                 if not holder.put_archive(vm.target, data):
                     raise SandboxUnavailableError(
                         f"docker: the engine refused view mount {vm.source}",
                         reason="transfer_failed",
                     )
         if self._view is not None and self._view.endpoint is not None:
-            with _engine("checking the image can run the endpoint relay", "relay_unavailable"):
+            with docker_engine(
+                "checking the image can run the endpoint relay", "relay_unavailable"
+            ):
                 code, _ = holder.exec_run(["test", "-x", RELAY_PYTHON], user="0")
             if code != 0:
                 raise SandboxUnavailableError(
@@ -355,7 +357,7 @@ class DockerSession:
                 )
         seed = (self._image_labels or {}).get(SEED_LABEL)
         if seed:
-            with _engine(f"seeding the workspace from {seed}", "seed_failed"):
+            with docker_engine(f"seeding the workspace from {seed}", "seed_failed"):
                 code, out = holder.exec_run(["cp", "-a", f"{seed}/.", _WS + "/"], user="0")
             if code != 0:
                 raise SandboxUnavailableError(
@@ -367,7 +369,7 @@ class DockerSession:
     def _hand_over_workspace(self) -> None:
         """Give the seeded workspace to the command's unprivileged user."""
         uid, gid = self._owner()
-        with _engine("handing the workspace to the sandbox user", "seed_failed"):
+        with docker_engine("handing the workspace to the sandbox user", "seed_failed"):
             code, out = self._holder.exec_run(["chown", "-R", f"{uid}:{gid}", _WS], user="0")
         if code != 0:
             raise SandboxUnavailableError(
@@ -378,7 +380,7 @@ class DockerSession:
     def _holder_alive(self, what: str) -> None:
         if self._closed:
             raise SandboxUnavailableError(f"docker: {what}: session is closed", reason="closed")
-        with _engine(f"{what}: checking the workspace holder", "container_gone"):
+        with docker_engine(f"{what}: checking the workspace holder", "container_gone"):
             self._holder.reload()
         state = self._holder.attrs["State"]
         if not state.get("Running") or str(state.get("StartedAt")) != self._holder_started:
@@ -392,7 +394,7 @@ class DockerSession:
         """Remove every container and volume of the session (idempotent, also on error)."""
         self._closed = True
         for cid, c in list(self._containers.items()):
-            with contextlib.suppress(*_ENGINE_ERRORS):
+            with contextlib.suppress(*ENGINE_ERRORS):
                 c.remove(force=True)
             self._containers.pop(cid, None)
         for vol in list(self._volumes):
@@ -402,7 +404,7 @@ class DockerSession:
                     break
                 except docker.errors.NotFound:
                     break
-                except _ENGINE_ERRORS:
+                except ENGINE_ERRORS:
                     time.sleep(0.1 * (attempt + 1))
             self._volumes.remove(vol)
 
@@ -484,11 +486,11 @@ class DockerSession:
         target = self._inside(str(PurePosixPath(_WS) / dest))
         rel = PurePosixPath(target).relative_to(_WS)
         uid, gid = self._owner()
-        self._put(_WS, _pack_tree(src, rel, uid, gid), f"put_tree {src}")
+        self._put(_WS, pack_tree(src, rel, uid, gid), f"put_tree {src}")
 
     def _put(self, at: str, data: bytes, what: str) -> None:
         self._holder_alive(what)
-        with _engine(what, "transfer_failed"):
+        with docker_engine(what, "transfer_failed"):
             if not self._holder.put_archive(at, data):
                 raise SandboxUnavailableError(
                     f"docker: {what}: engine refused the archive", reason="transfer_failed"
@@ -505,10 +507,10 @@ class DockerSession:
         """
         self._holder_alive("get_tree")
         dest.mkdir(parents=True, exist_ok=True)
-        with _engine("get_tree", "transfer_failed"):
+        with docker_engine("get_tree", "transfer_failed"):
             stream, _ = self._holder.get_archive(_WS, chunk_size=1 << 20)
             try:
-                _unpack_tree(stream, dest, TreeCounter(max_files, max_bytes))
+                unpack_tree(stream, dest, TreeCounter(max_files, max_bytes))
             finally:
                 close = getattr(stream, "close", None)
                 if close is not None:
@@ -519,7 +521,7 @@ class DockerSession:
         p = PurePosixPath(self._inside(path))
         root = PurePosixPath(_IO if PurePosixPath(_IO) in p.parents else _WS)
         uid, gid = self._owner()
-        self._put(str(root), _pack_file(p.relative_to(root), data, uid, gid), f"write_file {path}")
+        self._put(str(root), pack_file(p.relative_to(root), data, uid, gid), f"write_file {path}")
 
     def read_file(
         self, path: str, limit: int | None = None, *, _root_ok: bool = False
@@ -528,7 +530,7 @@ class DockerSession:
         path = path if _root_ok else self._inside(path)
         self._holder_alive(f"read_file {path}")
         try:
-            with _engine(f"read_file {path}", "transfer_failed"):
+            with docker_engine(f"read_file {path}", "transfer_failed"):
                 stream, _ = self._holder.get_archive(path)
                 data = b"".join(stream)
         except SandboxUnavailableError as exc:
@@ -536,7 +538,7 @@ class DockerSession:
                 self._holder_alive(f"read_file {path}")
                 return None
             raise
-        return _first_file(data, limit)
+        return first_file(data, limit)
 
     def remove(self, path: str) -> None:
         """Remove a file or tree at ``path`` (inside the holder, via ``rm -rf``)."""
@@ -546,7 +548,7 @@ class DockerSession:
         else:
             cmd = ["rm", "-rf", "--", path]
         self._holder_alive(f"remove {path}")
-        with _engine(f"remove {path}", "transfer_failed"):
+        with docker_engine(f"remove {path}", "transfer_failed"):
             code, out = self._holder.exec_run(cmd, user="0")
         if code != 0:
             raise SandboxUnavailableError(f"docker: remove {path}: {out!r}", reason="exec_failed")
@@ -579,7 +581,7 @@ class DockerSession:
         run = list(argv)
         if self._view is not None and self._view.endpoint is not None:
             run = relay_argv(argv)
-        with _engine("creating the command container", "create_failed"):
+        with docker_engine("creating the command container", "create_failed"):
             ctr = self._client.containers.create(
                 self._image_id,
                 run[1:],
@@ -605,6 +607,6 @@ class DockerSession:
                 self._client, ctr, tuple(argv), c, limit_s, stdin, self._holder_alive
             )
         finally:
-            with contextlib.suppress(*_ENGINE_ERRORS):
+            with contextlib.suppress(*ENGINE_ERRORS):
                 ctr.remove(force=True)
             self._containers.pop(ctr.id, None)

@@ -23,7 +23,7 @@ from harness.sandbox.base import (
     SealedView,
     Termination,
 )
-from harness.sandbox.prune import owned_prefix
+from harness.sandbox.owner import owned_prefix
 
 __all__ = ["ExecCall", "FakeSandbox", "FakeSession", "Handler", "exited"]
 

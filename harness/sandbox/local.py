@@ -49,13 +49,13 @@ from harness.sandbox._host import (
     BOUND_NAMES,
     HostCapabilities,
     IsolationPlan,
-    _mount_tmpfs,
+    mount_tmpfs,
     plan_isolation,
+    umount,
 )
-from harness.sandbox._host import _umount as _umount  # prune.py imports it here
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox._treebound import check_host_tree
-from harness.sandbox._view import _check_view, _system_binds, mount_parents
+from harness.sandbox._view import check_view, mount_parents, system_binds
 from harness.sandbox.base import (
     SANDBOX_GID,
     SANDBOX_IO,
@@ -68,7 +68,7 @@ from harness.sandbox.base import (
     session_env,
 )
 from harness.sandbox.classify import Evidence, classify
-from harness.sandbox.prune import owned_prefix
+from harness.sandbox.owner import owned_prefix
 
 __all__ = [
     "BOUND_NAMES",
@@ -358,7 +358,7 @@ class LocalSession:
                 "ALL",
                 # Only what setpriv needs to leave uid 0; gone with the uid switch.
                 *(_DROP_CAPS if drop else []),
-                *_system_binds(),
+                *system_binds(),
                 "--dev",
                 "/dev",
                 "--proc",
@@ -655,7 +655,7 @@ class LocalSession:
         for proc, group in running:
             self._kill(proc, group)
         if self._plan.disk == "tmpfs":
-            _umount(self._root)
+            umount(self._root)
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> LocalSession:
@@ -709,7 +709,7 @@ class LocalSandbox:
         """
         caps = self.capabilities
         plan = plan_isolation(contract, caps, downgrade)
-        _check_view(view, plan)
+        check_view(view, plan)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "session"
         try:
             self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -722,7 +722,7 @@ class LocalSandbox:
         try:
             if plan.disk == "tmpfs":
                 assert contract.disk_mb is not None
-                _mount_tmpfs(root, contract.disk_mb)
+                mount_tmpfs(root, contract.disk_mb)
             for sub in ("workspace", "io", "tmp"):
                 (root / sub).mkdir()
                 if caps.drops_privileges:
@@ -733,7 +733,7 @@ class LocalSandbox:
             (root / OWNER_FILE).write_text(f"{os.getpid()}\n")
         except OSError as exc:
             if plan.disk == "tmpfs":
-                _umount(root)
+                umount(root)
             shutil.rmtree(root, ignore_errors=True)
             raise SandboxUnavailableError(
                 f"local sandbox: cannot prepare session {root} (tmpfs of "

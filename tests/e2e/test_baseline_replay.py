@@ -98,7 +98,7 @@ def test_baseline_replay_runs_the_candidate_live_and_compares_with_stored_trials
     from harness.project import load_project
     from harness.report.data import build_report
     from harness.report.junit import render_junit
-    from harness.store import Store
+    from harness.store.store import Store
 
     project = load_project(root)
     data = build_report(project, Store(project.store_dir), run_id)

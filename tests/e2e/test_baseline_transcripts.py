@@ -77,10 +77,10 @@ def test_replay_of_a_tampered_or_unknown_baseline_is_refused(tmp_path, monkeypat
 
 
 def test_promote_over_the_transcript_cap_refuses_and_writes_nothing(tmp_path, monkeypatch):
-    import harness.baseline as hb
+    import harness.store.baseline as hb
     from harness.errors import ConfigError
     from harness.project import load_project
-    from harness.store import Store
+    from harness.store.store import Store
 
     root, _, _ = _promoted(tmp_path, monkeypatch)
     before = sorted(p.name for p in (root / "baselines").iterdir())

@@ -10,7 +10,7 @@ from support import harness
 
 from harness.planning import plan_run
 from harness.project import load_project
-from harness.records import Arm
+from harness.store.records import Arm
 
 pytestmark = pytest.mark.integration
 

@@ -53,9 +53,9 @@ def test_dask_scheduler_the_gateway_link_cannot_route_to_is_a_config_error(proje
 
 
 def test_upstream_is_part_of_the_system_digest_and_of_the_baseline_release(project):
-    from harness.baseline import Baseline, BaselineFile
     from harness.project import load_project
-    from harness.records import ReleaseRecord
+    from harness.store.baseline import Baseline, BaselineFile
+    from harness.store.records import ReleaseRecord
 
     _add_release(project, UPSTREAM_RELEASE)
     p = load_project(project)

@@ -60,7 +60,7 @@ def test_history_page_after_three_runs_of_two_releases(three_runs):
         shutil.rmtree(root / ".harness" / "runs" / run_id / "trials")
     try:
         from harness.report.history import write_history
-        from harness.store import Store
+        from harness.store.store import Store
 
         again = write_history(Store(root / ".harness"), root / "reports").read_text()
         assert len(re.findall(r"<tr data-run=", again)) == 3

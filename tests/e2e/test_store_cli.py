@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support import harness, make_project
 
-from harness.store import MANIFEST, _chain
+from harness.store.store import MANIFEST, _chain
 
 pytestmark = pytest.mark.integration
 

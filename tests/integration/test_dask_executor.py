@@ -8,9 +8,9 @@ from support import harness, make_project
 from harness.executors.dask import DaskExecutor
 from harness.planning import plan_run
 from harness.project import load_project
-from harness.records import Outcome
 from harness.run import execute
-from harness.store import Store
+from harness.store.records import Outcome
+from harness.store.store import Store
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

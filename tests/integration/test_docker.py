@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cases.model import PhaseContract
+from harness.env.images import build_case_image, case_image_tag
 from harness.errors import SandboxUnavailableError
-from harness.images import build_case_image, case_image_tag
 from harness.sandbox._docker_engine import _created
 from harness.sandbox.base import Sandbox, SandboxSession, Termination
 from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK

@@ -20,9 +20,10 @@ from harness.cases.load import load_case
 from harness.env.build import build_env, uv_binary
 from harness.env.model import BuiltEnv, Environment, EnvSource
 from harness.project import AgentSpec, Release
-from harness.records import Arm, Outcome, TrialKey
 from harness.sandbox.local import LocalSandbox
-from harness.trial import TrialSpec, run_trial
+from harness.store.records import Arm, Outcome, TrialKey
+from harness.trial.execute import run_trial
+from harness.trial.spec import TrialSpec
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from scripted_upstream import MODEL, Script, ScriptedUpstream
 from harness.cases.model import Limits
 from harness.gateway import Gateway
 from harness.project import AgentSpec, Price, Upstream
-from harness.records import Outcome
-from harness.trial import run_trial
+from harness.store.records import Outcome
+from harness.trial.execute import run_trial
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support import harness, make_project
 
-from harness.store import Store
+from harness.store.store import Store
 
 pytestmark = pytest.mark.integration
 

@@ -323,11 +323,11 @@ def test_a_bwrap_setup_failure_is_infra_never_the_commands_exit(
     """
     import harness.sandbox.local as local
 
-    real = local._system_binds
+    real = local.system_binds
     with LocalSandbox(tmp_path).open(PhaseContract(), label="setup-fails") as s:
         assert s.exec(["sh", "-c", "exit 1"]).exit_code == 1  # a real exit 1 stays a result
         monkeypatch.setattr(
-            local, "_system_binds", lambda: ["--ro-bind", "/nonexistent-src", "/x", *real()]
+            local, "system_binds", lambda: ["--ro-bind", "/nonexistent-src", "/x", *real()]
         )
         with pytest.raises(SandboxUnavailableError) as info:
             s.exec(["true"])

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from support import harness
 
+from harness.env.images import export_env
 from harness.env.model import BuiltEnv, EnvIdentity
-from harness.images import export_env
 from harness.sandbox.docker import (
     BOOT_LABEL,
     DEFAULT_IMAGE,
@@ -124,7 +124,7 @@ def test_owner_state_judges_host_boot_pid_and_reuse(live_pid: int, dead_pid: int
 _EXPORT = """
 import json, sys
 from harness.env.model import BuiltEnv
-from harness.images import export_env
+from harness.env.images import export_env
 from harness.sandbox.docker import connect
 client = connect()
 out = export_env(client, sys.argv[1], BuiltEnv.model_validate_json(sys.argv[2]))

@@ -9,7 +9,7 @@ small named rules, each returning its reasons; the verdict is the most severe re
   :func:`rule_drift` (the re-executed baseline disagrees with the stored one),
   :func:`rule_absolute` (no judged candidate trial at all), or no case in common.
 * **fail** — :func:`rule_regression`: the exact within-case family of
-  :mod:`harness.regression` rejects at ``alpha`` with a material drop, or a critical
+  :mod:`harness.gate.regression` rejects at ``alpha`` with a material drop, or a critical
   case's drop is significant; :func:`rule_absolute`: pass rate under the policy's floor
   or zero; :func:`rule_required`: a required or critical case without data.
 * **warn** — the same family at ``warn_alpha`` without the magnitude condition; regressions
@@ -32,27 +32,26 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from harness.compare import Comparison, compare_arms
-from harness.drift import DriftCheck, drift_check
-from harness.policy import Policy, policy_digest
-from harness.records import Outcome
-from harness.regression import RuleResult
-from harness.rules import (
+from harness.frozen import Frozen as _Frozen
+from harness.gate.compare import Comparison, compare_arms
+from harness.gate.drift import DriftCheck, drift_check
+from harness.gate.policy import Policy, policy_digest
+from harness.gate.regression import RuleResult
+from harness.gate.rules import (
     GATE_RULE_VERSION,
     Reason,
     Severity,
-    _fmt,
-    _names,
-    _r,
     evaluate_rule,
+    fmt_signed,
+    list_names,
+    make_reason,
     regressed_cases,
     rule_budget,
     rule_non_inferiority,
     rule_regression,
 )
-from harness.stats import ArmData, ArmSummary, summarize_arm, summarize_case
+from harness.gate.stats import ArmData, ArmSummary, summarize_arm, summarize_case
+from harness.store.records import Outcome
 
 __all__ = [
     "GATE_RULE_VERSION",
@@ -84,10 +83,6 @@ _RANK: dict[str, int] = {"info": 0, "pass": 0, "warn": 1, "fail": 2, "blocked": 
 _VERDICT: dict[int, VerdictKind] = {0: "pass", 1: "warn", 2: "fail", 3: "blocked"}
 _JUDGED = (Outcome.PASS, Outcome.FAIL)
 _EPS = 1e-12
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def _severity(reasons: Iterable[Reason]) -> int:
@@ -131,7 +126,7 @@ def rule_validity(run_valid: bool, invalid_reasons: Sequence[str]) -> list[Reaso
     if run_valid and not invalid_reasons:
         return []
     return [
-        _r(
+        make_reason(
             "invalid_run",
             "blocked",
             "the run is invalid and cannot be judged: "
@@ -161,7 +156,7 @@ def rule_infra(policy: Policy, arms: Sequence[tuple[str, ArmSummary | None]]) ->
         )
         if s.unverifiable_fraction > limits.block_above + _EPS:
             out.append(
-                _r(
+                make_reason(
                     "infra_errors_block",
                     "blocked",
                     f"{arm_name}: {counts}, above the limit of {limits.block_above:.1%}: "
@@ -172,7 +167,7 @@ def rule_infra(policy: Policy, arms: Sequence[tuple[str, ArmSummary | None]]) ->
             )
         elif s.unverifiable_fraction > limits.warn_above + _EPS:
             out.append(
-                _r(
+                make_reason(
                     "infra_errors_over_limit",
                     "warn",
                     f"{arm_name}: {counts}, above the limit of {limits.warn_above:.1%}; "
@@ -192,7 +187,7 @@ def rule_drift(
         if stored is None:
             return None, []
         return None, [
-            _r(
+            make_reason(
                 "baseline_not_reexecuted",
                 "warn",
                 "the baseline was not re-executed in this run: the comparison uses "
@@ -201,7 +196,7 @@ def rule_drift(
         ]
     if stored is None:
         return None, [
-            _r(
+            make_reason(
                 "drift_not_checked",
                 "info",
                 "no stored baseline given: drift of the evaluator was not checked",
@@ -221,7 +216,7 @@ def rule_drift(
     }
     if not drift.compared:
         return drift, [
-            _r(
+            make_reason(
                 "drift_not_checked",
                 "warn",
                 "no stored baseline case is comparable with the re-executed ones "
@@ -233,19 +228,19 @@ def rule_drift(
     if drift.detected:
         where = drift.broken or drift.drifted_cases
         return drift, [
-            _r(
+            make_reason(
                 "baseline_drift",
                 "blocked",
                 "the re-executed baseline disagrees with the stored baseline beyond "
-                f"noise (mean pass-rate difference {_fmt(drift.aggregate.mean_diff)}"
-                + (f"; look at {_names(list(where))}" if where else "")
+                f"noise (mean pass-rate difference {fmt_signed(drift.aggregate.mean_diff)}"
+                + (f"; look at {list_names(list(where))}" if where else "")
                 + "): the fixed reference is lost; find the evaluator or "
                 "environment change before judging",
                 **dd,
             )
         ]
     out = [
-        _r(
+        make_reason(
             "baseline_reproduced",
             "info",
             "the re-executed baseline agrees with the stored baseline within noise on "
@@ -255,10 +250,10 @@ def rule_drift(
     ]
     if drift.broken:
         out.append(
-            _r(
+            make_reason(
                 "baseline_case_broken",
                 "info",
-                f"{_names(list(drift.broken))}: all-pass in the stored baseline, all-fail "
+                f"{list_names(list(drift.broken))}: all-pass in the stored baseline, all-fail "
                 "re-executed (not significant as drift; check the case's environment "
                 "if it persists)",
                 cases=list(drift.broken),
@@ -277,7 +272,7 @@ def rule_required(
             if summarize_case(arm.cases.get(cid, ()), arm.k, cid).n == 0:
                 kind = "critical" if cid in critical else "required"
                 out.append(
-                    _r(
+                    make_reason(
                         "required_case_no_data",
                         "fail",
                         f"{kind} case {cid!r} has no judged trial in the {arm_name}; "
@@ -295,7 +290,7 @@ def rule_absolute(
     """Rules on the candidate alone: something to judge, a pass-rate floor, critical cases."""
     if summary.cases_with_data == 0:
         return [
-            _r(
+            make_reason(
                 "nothing_to_judge",
                 "blocked",
                 f"the candidate has no judged trial in {summary.n_cases} case(s): "
@@ -308,7 +303,7 @@ def rule_absolute(
     rate = summary.pass_rate.mean or 0.0
     if summary.passes == 0:
         out.append(
-            _r(
+            make_reason(
                 "no_candidate_pass",
                 "fail",
                 f"not one of the candidate's {summary.passes + summary.fails} judged trials passed",
@@ -317,7 +312,7 @@ def rule_absolute(
         )
     elif rate < ab.min_pass_rate - _EPS:
         out.append(
-            _r(
+            make_reason(
                 "pass_rate_below_minimum",
                 "fail",
                 f"candidate pass rate {rate:.3f} is below the policy's minimum of "
@@ -333,7 +328,7 @@ def rule_absolute(
             continue  # rule_required names it
         if alone and s.label == "stable_fail":
             out.append(
-                _r(
+                make_reason(
                     "critical_case_broken",
                     "fail",
                     f"critical case {cid!r} fails every candidate trial",
@@ -342,7 +337,7 @@ def rule_absolute(
             )
         elif s.pass_rate < ab.critical_min_pass_rate - _EPS:
             out.append(
-                _r(
+                make_reason(
                     "critical_case_below_minimum",
                     "fail",
                     f"critical case {cid!r} passes {s.pass_rate:.0%} of its trials, "
@@ -362,11 +357,11 @@ def rule_missing(
     if not ids or len(missing) / len(ids) <= limit + _EPS:
         return []
     return [
-        _r(
+        make_reason(
             "missing_cases_over_limit",
             "warn",
             f"{len(missing)} of {len(ids)} cases are missing from the {where} "
-            f"(limit {limit:.1%}): {_names(list(missing))}; re-run them",
+            f"(limit {limit:.1%}): {list_names(list(missing))}; re-run them",
             cases=list(missing),
             limit=limit,
         )
@@ -413,7 +408,7 @@ def rule_imputation(
     if rank <= observed:
         return imputed, []
     return imputed, [
-        _r(
+        make_reason(
             "imputation_would_flip",
             "warn",
             f"worst-case imputation of the missing data (candidate fails, baseline "
@@ -443,7 +438,7 @@ def rerun_plan(policy: Policy, summary: ArmSummary) -> tuple[str, ...]:
 def rule_baseline_replayed(stored: ArmData) -> list[Reason]:
     """Say that the reference is the stored baseline because the re-executed one replayed."""
     return [
-        _r(
+        make_reason(
             "baseline_replayed",
             "info",
             "the baseline arm was re-executed from recorded model responses (not a fresh "
@@ -532,7 +527,7 @@ def decide(
     imputed: VerdictKind | None = None
     if reference is None:
         reasons.append(
-            _r(
+            make_reason(
                 "no_comparison",
                 "info",
                 "no baseline: NO COMPARISON WAS MADE. This verdict judges the "
@@ -557,7 +552,7 @@ def decide(
         )
         if not comparison.compared:
             reasons.append(
-                _r(
+                make_reason(
                     "no_common_cases",
                     "blocked",
                     "no case has judged trials in both the candidate and the "
@@ -575,12 +570,12 @@ def decide(
         missing = [c for c in ids if c not in comparison.compared]
         reasons += rule_missing(policy, ids, missing, "comparison")
     if operating_characteristics:
-        reasons.append(_r("operating_characteristics", "info", operating_characteristics))
+        reasons.append(make_reason("operating_characteristics", "info", operating_characteristics))
 
     if any(r.severity == "blocked" for r in reasons):
         reasons = [r for r in reasons if r.severity in ("blocked", "info")]
         reasons.append(
-            _r(
+            make_reason(
                 "not_judged",
                 "info",
                 "blocked: the comparison is shown for diagnosis but was not judged",

@@ -11,11 +11,11 @@ in both arms are compared; data in, frozen results out, seeded randomness only, 
   ``excluded``; only when fewer than half the cases are 0/1 (e.g. flaky reruns gave many
   cases more trials) do the unbiased estimates go through E1's machinery.
 * **Holm** across E1 and E2.
-* **Regression budget** from :mod:`harness.budget`.
+* **Regression budget** from :mod:`harness.gate.budget`.
 
 E1 and E2 are information since gate rule 2: the gate's regression rule is the exact
-within-case family of :mod:`harness.regression`. The per-arm estimators and summaries
-come from :mod:`harness.stats`.
+within-case family of :mod:`harness.gate.regression`. The per-arm estimators and summaries
+come from :mod:`harness.gate.stats`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy import stats as sps
 
-from harness.budget import RegressionBudget, beta_prior, flip_risk, regression_budget
-from harness.stats import ArmData, CaseSummary, _t_ppf, summarize_case
+from harness.frozen import Frozen as _Frozen
+from harness.gate.budget import RegressionBudget, beta_prior, flip_risk, regression_budget
+from harness.gate.stats import ArmData, CaseSummary, summarize_case, t_ppf
 
 __all__ = [
     "CaseRow",
@@ -42,10 +42,6 @@ __all__ = [
     "mcnemar_exact",
     "paired_test",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 # --------------------------------------------------------------------------- tests
@@ -154,7 +150,7 @@ def paired_test(
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
     df = n - 1
-    tcrit = _t_ppf(0.5 + ci_level / 2, df)
+    tcrit = t_ppf(0.5 + ci_level / 2, df)
     t_stat: float | None
     if se > 0:
         t_stat = mean / se

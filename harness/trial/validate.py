@@ -17,11 +17,11 @@ from harness import _proc
 from harness.cases.load import LoadedCase
 from harness.env.model import BuiltEnv
 from harness.errors import CaseError
-from harness.records import Outcome, Verdict
 from harness.sandbox.base import Sandbox
-from harness.sandbox.prune import owned_prefix
-from harness.trial import verdict_from_exception, verify_tree_phase
-from harness.workspace import materialize
+from harness.sandbox.owner import owned_prefix
+from harness.store.records import Outcome, Verdict
+from harness.trial.execute import verdict_from_exception, verify_tree_phase
+from harness.trial.workspace import materialize
 
 __all__ = ["ValidationResult", "apply_patch", "validate_case", "validate_cases"]
 

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from harness.compare import Comparison, case_counts
-from harness.policy import Policy
-from harness.regression import RuleResult, regression_rule
+from harness.frozen import Frozen as _Frozen
+from harness.gate.compare import Comparison, case_counts
+from harness.gate.policy import Policy
+from harness.gate.regression import RuleResult, regression_rule
 
 __all__ = [
     "GATE_RULE_VERSION",
@@ -36,10 +36,6 @@ _SHOWN = 8
 """Cases named in one message at most (the data carries all of them)."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
 class Reason(_Frozen):
     """One reason behind a verdict, as data."""
 
@@ -50,15 +46,15 @@ class Reason(_Frozen):
     data: dict[str, Any] = {}
 
 
-def _r(code: str, severity: Severity, message: str, **data: Any) -> Reason:
+def make_reason(code: str, severity: Severity, message: str, **data: Any) -> Reason:
     return Reason(code=code, severity=severity, message=message, data=data)
 
 
-def _fmt(x: float | None) -> str:
+def fmt_signed(x: float | None) -> str:
     return "n/a" if x is None else f"{x:+.3f}"
 
 
-def _names(ids: Sequence[str]) -> str:
+def list_names(ids: Sequence[str]) -> str:
     shown = ", ".join(ids[:_SHOWN])
     return shown + (f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")
 
@@ -72,7 +68,7 @@ def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
 
 
 def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
-    """Run the regression family of :mod:`harness.regression` on a comparison's counts."""
+    """Run the regression family of :mod:`harness.gate.regression` on a comparison's counts."""
     ids, (c, n, b, m) = _rule_inputs(comp)
     return policy_rule(policy, ids, c, n, b, m, k=comp.k, critical=critical)
 
@@ -153,15 +149,15 @@ def rule_regression(
         "rule_version": GATE_RULE_VERSION,
     }
     what = (
-        f"mean pass-rate drop {_fmt(res.mean_drop)}, pass^{comp.k} drop "
-        f"{_fmt(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
+        f"mean pass-rate drop {fmt_signed(res.mean_drop)}, pass^{comp.k} drop "
+        f"{fmt_signed(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
         f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
         f"{res.broken.p_value:.3g}"
     )
     out: list[Reason] = []
     for cid in res.failing_critical:
         out.append(
-            _r(
+            make_reason(
                 # all-pass -> all-fail keeps the code reports have always read
                 "critical_case_broken" if cid in res.broken_cases else "critical_case_regressed",
                 "fail",
@@ -174,11 +170,11 @@ def rule_regression(
                 **data,
             )
         )
-    named = f"; look at {_names(cases)}" if cases else ""
+    named = f"; look at {list_names(cases)}" if cases else ""
     set_rejected = [t for t in res.rejected_fail if t in ("within", "broken")]
     if set_rejected and res.material:
         out.append(
-            _r(
+            make_reason(
                 "regression",
                 "fail",
                 f"significant and material regression ({what}; family-wise α = "
@@ -198,7 +194,7 @@ def rule_regression(
             else f"significant at the warning level α = {policy.warn_level}"
         )
         out.append(
-            _r(
+            make_reason(
                 "possible_regression",
                 "warn",
                 f"possible regression: {why} ({what}){named}; {_NEXT}",
@@ -208,11 +204,11 @@ def rule_regression(
         )
     else:
         out.append(
-            _r(
+            make_reason(
                 "no_significant_regression",
                 "info",
                 f"no significant regression ({what})"
-                + (f"; cases that did worse, within noise: {_names(cases)}" if cases else ""),
+                + (f"; cases that did worse, within noise: {list_names(cases)}" if cases else ""),
                 **data,
             )
         )
@@ -225,10 +221,10 @@ def rule_budget(comp: Comparison) -> list[Reason]:
     regs = list(comp.regressions)
     if b.over:
         return [
-            _r(
+            make_reason(
                 "regressions_over_budget",
                 "warn",
-                f"{b.observed} case(s) no longer pass every trial ({_names(regs)}), more than "
+                f"{b.observed} case(s) no longer pass every trial ({list_names(regs)}), more than "
                 f"the {b.budget} that noise explains at {b.confidence:.0%} (expected "
                 f"{b.expected:.2f} of {b.at_risk} all-pass cases; P(X ≥ {b.observed}) = "
                 f"{b.tail_p:.3g}); look at their failing trials",
@@ -238,10 +234,10 @@ def rule_budget(comp: Comparison) -> list[Reason]:
         ]
     if regs:
         return [
-            _r(
+            make_reason(
                 "regressions_within_budget",
                 "info",
-                f"{b.observed} case regression(s) (all-pass → not all-pass): {_names(regs)}; "
+                f"{b.observed} case regression(s) (all-pass → not all-pass): {list_names(regs)}; "
                 f"within the budget of {b.budget} that noise alone would produce "
                 f"(expected {b.expected:.2f})",
                 cases=regs,
@@ -258,10 +254,10 @@ def rule_non_inferiority(policy: Policy, comp: Comparison) -> list[Reason]:
     data = {"lower_bound": low, "margin": margin, "n_cases": comp.e1.n_cases}
     if low is not None and low > -margin + _EPS:
         return [
-            _r(
+            make_reason(
                 "non_inferiority_shown",
                 "info",
-                f"pass rate non-inferior: lower bound {_fmt(low)} > -{margin:.3f}",
+                f"pass rate non-inferior: lower bound {fmt_signed(low)} > -{margin:.3f}",
                 **data,
             )
         ]
@@ -282,11 +278,11 @@ def rule_non_inferiority(policy: Policy, comp: Comparison) -> list[Reason]:
         )
     )
     return [
-        _r(
+        make_reason(
             "non_inferiority_not_shown",
             severity,
             f"non-inferiority of the pass rate not shown: one-sided {1 - policy.alpha:.0%} "
-            f"lower bound {_fmt(low)} is not above -{margin:.3f} (n = {comp.e1.n_cases} "
+            f"lower bound {fmt_signed(low)} is not above -{margin:.3f} (n = {comp.e1.n_cases} "
             f"cases){small}",
             half_width=half,
             **data,

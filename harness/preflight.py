@@ -2,7 +2,7 @@
 
 Before the first trial of a run, each exec-lane case that declares (or inherits) an
 environment is validated *in that environment* with the red/green proof of
-:mod:`harness.cases.validate`: on the untouched starting state the tests must run and fail
+:mod:`harness.trial.validate`: on the untouched starting state the tests must run and fail
 (a collection or import error is the wrong reason: the environment, not the starting
 state, would be what fails), and with the reference solution they must pass. A pair that
 fails refuses the whole run before any trial (exit 4), naming the case and the environment:
@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.cases.load import LoadedCase
-from harness.cases.validate import ValidationResult, validate_case
 from harness.digest import digest_json, short
 from harness.env.plan import PreparedEnvs, prepare_envs, prepare_for_backend
 from harness.errors import InfraError
 from harness.project import Project
-from harness.records import FailureType, Outcome
 from harness.sandbox.base import Sandbox
+from harness.store.records import FailureType, Outcome
+from harness.trial.validate import ValidationResult, validate_case
 
 if TYPE_CHECKING:
     from harness.planning import PlannedRun

@@ -19,11 +19,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_json, short
 from harness.errors import ConfigError
+from harness.frozen import Frozen as _Frozen
 
 __all__ = [
     "AbsolutePolicy",
@@ -41,10 +42,6 @@ __all__ = [
     "policy_digest",
     "verify_policy",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def _version_to_str(value: Any) -> Any:
@@ -172,7 +169,7 @@ class Policy(_Frozen):
     description: str = ""
     alpha: _Alpha = 0.05
     """Family-wise level of the regression tests that FAIL (the exact within-case test,
-    the broken-case count and each critical case's test; see harness.regression)."""
+    the broken-case count and each critical case's test; see harness.gate.regression)."""
     warn_alpha: _Alpha | None = None
     """Family-wise level at which the same tests WARN (no magnitude condition); at least
     ``alpha``. Unset: the larger of ``alpha`` and 0.10 (see :attr:`warn_level`)."""
@@ -277,3 +274,6 @@ def verify_policy(
             "(comments or layout only; its content and digest are unchanged)",
         )
     return ()
+
+
+DEFAULT_POLICY = Policy(version="builtin-default", description="no policy file configured")

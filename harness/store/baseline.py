@@ -29,9 +29,9 @@ from harness.digest import digest_bytes, tree_digest
 from harness.errors import ConfigError, StoreError, StoreIntegrityError, StoreWriteError
 from harness.names import Name, check_name, inside
 from harness.project import Release
-from harness.records import PhaseRecord, ReleaseRecord, RunRecord
-from harness.sandbox.prune import owner_alive
-from harness.store import Store
+from harness.sandbox.owner import owner_alive
+from harness.store.records import PhaseRecord, ReleaseRecord, RunRecord
+from harness.store.store import Store
 
 __all__ = [
     "BASELINE_REPLAY",

@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.baseline import BASELINE_REPLAY, Baseline
 from harness.errors import ConfigError
 from harness.gateway import RecordedCall, request_key
-from harness.records import Arm, Outcome, ReleaseRecord, RunRecord
-from harness.store import Store
+from harness.store.baseline import BASELINE_REPLAY, Baseline
+from harness.store.records import Arm, Outcome, ReleaseRecord, RunRecord
+from harness.store.store import Store
 
 __all__ = [
     "VerdictFlip",

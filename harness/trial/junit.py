@@ -21,9 +21,10 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import PrivateAttr
 
 from harness.errors import HarnessError
+from harness.frozen import Frozen as _Frozen
 
 __all__ = ["JUnitCase", "JUnitError", "JUnitReport", "JUnitStatus", "parse_junit"]
 
@@ -52,10 +53,6 @@ class JUnitError(HarnessError, ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"invalid JUnit XML: {reason}")
         self.reason = reason
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class JUnitCase(_Frozen):

@@ -1,16 +1,16 @@
 """The regression rule on per-case counts: one family of exact tests (pure, fast).
 
 :func:`regression_rule` is the statistical heart of the gate, shared by
-:func:`harness.gate.decide`, ``harness policy check`` (:mod:`harness.opchar`) and the
+:func:`harness.gate.decide`, ``harness policy check`` (:mod:`harness.gate.opchar`) and the
 decision-quality bench, so that what is measured is what runs. Its input is, per case,
 the candidate's passes ``c`` of ``n`` judged trials and the reference baseline's ``b`` of
 ``m``, and which cases are critical. The family, under one family-wise level:
 
-* ``within`` — :func:`harness.exact.within_case_test` (any drop, spread-out or not);
-* ``broken`` — :func:`harness.exact.broken_count_test` (all-pass → all-fail cases);
+* ``within`` — :func:`harness.gate.exact.within_case_test` (any drop, spread-out or not);
+* ``broken`` — :func:`harness.gate.exact.broken_count_test` (all-pass → all-fail cases);
 * ``critical:<id>`` — for each critical case, its one-sided Fisher exact test.
 
-The level is split by :func:`harness.exact.allocate_alpha`: the set-level tests share
+The level is split by :func:`harness.gate.exact.allocate_alpha`: the set-level tests share
 ``1 - critical_share`` of it (``within`` 4/5, ``broken`` 1/5), the critical cases share
 the rest equally; a test that cannot reach significance given the case totals gives its
 share to the others (so critical cases that passed every trial in both arms cost nothing),
@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy.special import comb
 
-from harness.exact import (
+from harness.frozen import Frozen as _Frozen
+from harness.gate.exact import (
     AlphaShare,
     BrokenCountTest,
     WithinCaseTest,
@@ -49,10 +49,6 @@ __all__ = ["RuleResult", "pass_hat_k_array", "regression_rule"]
 _EPS = 1e-12
 WITHIN_WEIGHT = 0.8
 """Share of the set-level level for the within-case test (the broken count gets the rest)."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class RuleResult(_Frozen):

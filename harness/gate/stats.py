@@ -9,9 +9,9 @@ Undefined values (a pass rate without data, a CI over one case) are ``None`` in 
 result models, so that results compare equal and serialise to JSON; the bare estimator
 functions :func:`pass_hat_k` / :func:`pass_at_k` return NaN where the brief asks for it.
 
-Two arms are compared in :mod:`harness.compare` (E1, E2, Holm, per-case rows); the
-regression budget (flip risks, Poisson-binomial) is :mod:`harness.budget`; the drift test
-(a re-executed baseline against the stored one) is :mod:`harness.drift`.
+Two arms are compared in :mod:`harness.gate.compare` (E1, E2, Holm, per-case rows); the
+regression budget (flip risks, Poisson-binomial) is :mod:`harness.gate.budget`; the drift test
+(a re-executed baseline against the stored one) is :mod:`harness.gate.drift`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from scipy import stats as sps
 
-from harness.records import Outcome, RunRecord
+from harness.frozen import Frozen as _Frozen
+from harness.store.records import Outcome, RunRecord
 
 __all__ = [
     "ArmData",
@@ -43,14 +44,10 @@ Label = Literal["stable_pass", "stable_fail", "flaky", "no_data"]
 _JUDGED = (Outcome.PASS, Outcome.FAIL)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
 # --------------------------------------------------------------------------- estimators
 
 
-def _check_counts(n: int, c: int, k: int) -> None:
+def check_counts(n: int, c: int, k: int) -> None:
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
     if n < 0 or c < 0 or c > n:
@@ -67,7 +64,7 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
         ValueError: ``k < 1`` or not ``0 <= c <= n``.
 
     """
-    _check_counts(n, c, k)
+    check_counts(n, c, k)
     if n < k:
         return math.nan
     if c < k:
@@ -88,7 +85,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         ValueError: ``k < 1`` or not ``0 <= c <= n``.
 
     """
-    _check_counts(n, c, k)
+    check_counts(n, c, k)
     if n < k:
         return math.nan
     if n - c < k:
@@ -202,7 +199,7 @@ def _summarize_case(outs: tuple[Outcome, ...], k: int, case_id: str) -> CaseSumm
 
 
 @functools.lru_cache(maxsize=1024)
-def _t_ppf(q: float, df: int) -> float:
+def t_ppf(q: float, df: int) -> float:
     return float(sps.t.ppf(q, df))
 
 
@@ -225,7 +222,7 @@ def _mean_ci(values: Sequence[float], level: float) -> MeanCI:
     if n < 2:
         return MeanCI(n_cases=n, mean=mean, ci_low=None, ci_high=None, level=level)
     se = float(arr.std(ddof=1)) / math.sqrt(n)
-    half = _t_ppf(0.5 + level / 2, n - 1) * se
+    half = t_ppf(0.5 + level / 2, n - 1) * se
     # Every averaged quantity is a proportion: the interval is clipped to [0, 1].
     low, high = max(0.0, mean - half), min(1.0, mean + half)
     return MeanCI(n_cases=n, mean=mean, ci_low=low, ci_high=high, level=level)

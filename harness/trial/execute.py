@@ -5,7 +5,7 @@ each revision gets a new candidate identity, a fresh verifier sandbox and the fe
 package built mechanically from the previous attempt's external evidence. The trial's
 verdict is the last attempt's.
 
-The sandboxed phases themselves (agent, verifier) live in :mod:`harness.phases`; this
+The sandboxed phases themselves (agent, verifier) live in :mod:`harness.trial.phases`; this
 module drives them, builds the feedback between attempts and writes the record.
 
 Exceptions become verdicts in exactly one place, :func:`verdict_from_exception`.
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from harness import __version__
 from harness.cases.load import LoadedCase, load_case
 from harness.digest import tree_manifest
 from harness.env.model import BuiltEnv
@@ -37,11 +36,10 @@ from harness.errors import (
     HarnessError,
     InfraError,
 )
-from harness.excerpt import select_excerpt
-from harness.gateway import LinkAddress
-from harness.phases import Blobs, TrialContext, agent_phase, env_view, phase_label, verifier_phase
 from harness.project import AgentSpec, Release
-from harness.records import (
+from harness.sandbox.base import Sandbox
+from harness.sandbox.owner import owned_prefix
+from harness.store.records import (
     Arm,
     AttemptRecord,
     CheckResult,
@@ -53,48 +51,27 @@ from harness.records import (
     TrialKey,
     Verdict,
 )
-from harness.sandbox.base import Sandbox
-from harness.sandbox.prune import owned_prefix
-from harness.verify import judge_agent_phase, parse_agent_result
-from harness.workspace import Candidate, materialize, snapshot
+from harness.trial.excerpt import select_excerpt
+from harness.trial.phases import (
+    Blobs,
+    TrialContext,
+    agent_phase,
+    env_view,
+    phase_label,
+    verifier_phase,
+)
+from harness.trial.spec import TrialSpec
+from harness.trial.verify import judge_agent_phase, parse_agent_result
+from harness.trial.workspace import Candidate, materialize, snapshot
+from harness.version import __version__
 
 __all__ = [
     "TrialOutput",
-    "TrialSpec",
     "run_trial",
     "verdict_from_exception",
     "verify_tree",
     "verify_tree_phase",
 ]
-
-
-@dataclass(frozen=True)
-class TrialSpec:
-    """Everything a worker needs to run one trial: plain, picklable data."""
-
-    key: TrialKey
-    project_root: str
-    case_dir: str
-    case_digest: str
-    release: Release
-    system_digest: str
-    backend: str
-    downgrade: frozenset[str] = frozenset()
-    replay_tarball: bytes | None = None
-    """For the ``replay`` adapter: the recorded candidate tree to re-verify."""
-    record_path: str = ""
-    """Where the coordinator will store this trial's record (quoted in feedback)."""
-    image: str | None = None
-    """Case image (container backends): both phases start from it, its workspace seeded."""
-    run_seed: int = 0
-    """The run's recorded seed; the agent's ``HARNESS_SEED`` derives from it."""
-    environment: BuiltEnv | None = None
-    """The case's built environment: first on PATH in the verifier and the agent's shell."""
-    agent_environment: BuiltEnv | None = None
-    """The release's agent environment: mounted in the agent phase only."""
-    gateway_link: LinkAddress | None = field(default=None, repr=False, compare=False)
-    """How a worker without the gateway in its process reaches it (``--executor dask``):
-    set by the executor, never part of an identity or a record."""
 
 
 @dataclass

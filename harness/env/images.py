@@ -35,7 +35,7 @@ from harness.env.model import ENV_MOUNT_ROOT, BuiltEnv, EnvSource
 from harness.env.probe import PROBE, env_digest, fingerprint, parse_probe
 from harness.errors import CaseError, ConfigError, InfraError, SandboxUnavailableError
 from harness.sandbox.docker import LABEL, SEED_LABEL, engine_errors, find_image, owner_labels
-from harness.sandbox.prune import EXPORTS, lease
+from harness.sandbox.owner import EXPORTS, lease
 
 __all__ = [
     "CASE_REPOSITORY",
@@ -262,7 +262,7 @@ def export_env(client: Any, image_id: str, built: BuiltEnv) -> BuiltEnv:
     The returned environment has that host prefix and its stat fingerprint (checked before
     each trial); the digest is the one probed in the image.
 
-    The export is leased to this process (:func:`harness.sandbox.prune.lease`):
+    The export is leased to this process (:func:`harness.sandbox.owner.lease`):
     ``harness sandbox prune`` removes it only once no live process holds a lease.
 
     Raises:

@@ -4,9 +4,9 @@
 the release's staged agent files, its environment and, when the release calls a model, a
 gateway session whose endpoint only that sandbox sees) and leaves the candidate tree
 behind. :func:`verifier_phase` builds the verifier-owned tree from the candidate
-(:mod:`harness.vtree`), runs the case's verifier in a fresh sandbox and judges it, with the
+(:mod:`harness.trial.vtree`), runs the case's verifier in a fresh sandbox and judges it, with the
 runner's canary and collection cross-checks. :class:`TrialContext` is what both phases of
-a trial share; :func:`harness.trial.run_trial` drives them and turns their exceptions into
+a trial share; :func:`harness.trial.execute.run_trial` drives them and turns their exceptions into
 verdicts.
 """
 
@@ -25,11 +25,12 @@ from harness.cases.load import LoadedCase
 from harness.cases.model import ArtifactRule, PhaseContract
 from harness.env.plan import phase_view
 from harness.errors import BudgetExceededError, CandidateTooLarge, EvaluatorError, InfraError
-from harness.excerpt import select_excerpt
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
-from harness.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
-from harness.runner_guard import (
+from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
+from harness.store.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
+from harness.trial.excerpt import select_excerpt
+from harness.trial.runner_guard import (
     CANARY_LOG,
     GuardedRun,
     check_canary,
@@ -39,13 +40,12 @@ from harness.runner_guard import (
     guarded_runs,
     new_nonce,
 )
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
-from harness.verify import judge_verifier
-from harness.vtree import VerificationTree, build_verification_tree
-from harness.workspace import extract_tree
+from harness.trial.verify import judge_verifier
+from harness.trial.vtree import VerificationTree, build_verification_tree
+from harness.trial.workspace import extract_tree
 
 if TYPE_CHECKING:
-    from harness.trial import TrialSpec
+    from harness.trial.spec import TrialSpec
 
 __all__ = [
     "Blobs",
@@ -263,7 +263,7 @@ def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
 def verifier_phase(
     ctx: TrialContext, attempt: int, candidate_dir: Path
 ) -> tuple[PhaseRecord, Verdict, VerificationTree]:
-    """Verify the verifier-owned tree built from ``candidate_dir`` (see :mod:`harness.vtree`)."""
+    """Verify the verifier-owned tree of ``candidate_dir`` (see :mod:`harness.trial.vtree`)."""
     case = ctx.lc.case
     tree = ctx.tmp / f"verify-{attempt}"
     if tree.exists():

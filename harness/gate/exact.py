@@ -37,10 +37,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy import fft as sp_fft
 from scipy import stats as sps
 from scipy.signal import fftconvolve
+
+from harness.frozen import Frozen as _Frozen
 
 __all__ = [
     "SCORE_RESOLUTION",
@@ -60,10 +61,6 @@ SCORE_RESOLUTION = 8
 
 Alternative = Literal["less", "two-sided"]
 IntArray = Sequence[int] | np.ndarray
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def _arrays(c: IntArray, n: IntArray, b: IntArray, m: IntArray) -> tuple[np.ndarray, ...]:

@@ -10,8 +10,9 @@ import datetime as dt
 import enum
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from harness.frozen import Frozen as _Frozen
 from harness.sandbox.base import Bound, Termination
 
 __all__ = [
@@ -34,10 +35,6 @@ __all__ = [
 ]
 
 RECORD_SCHEMA_VERSION: Final = 1
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class Outcome(str, enum.Enum):
@@ -355,4 +352,4 @@ class ResultRecord(_Frozen):
     notes: tuple[str, ...] = ()
     judgment_cases: tuple[str, ...] = ()
     decision: dict[str, Any]
-    """The gate's :class:`~harness.gate.Decision` as JSON (its own schema)."""
+    """The gate's :class:`~harness.gate.decide.Decision` as JSON (its own schema)."""

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from harness.cases.model import ArtifactRule, Limits, Verifier
-from harness.junit import JUnitError, JUnitReport, parse_junit
-from harness.records import AgentClaim, CheckResult, FailureType, Outcome, Verdict
 from harness.sandbox.base import ExecResult, Termination
+from harness.store.records import AgentClaim, CheckResult, FailureType, Outcome, Verdict
+from harness.trial.junit import JUnitError, JUnitReport, parse_junit
 
 __all__ = [
     "MAX_RESULT_BYTES",

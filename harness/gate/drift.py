@@ -1,26 +1,21 @@
 """The drift check: is the re-executed baseline still the stored one? (pure).
 
-The same machinery as the regression rule (:mod:`harness.exact`), two-sided, at the
-policy's ``baseline.drift_alpha``; :func:`harness.gate.rule_drift` turns it into reasons.
+The same machinery as the regression rule (:mod:`harness.gate.exact`), two-sided, at the
+policy's ``baseline.drift_alpha``; :func:`harness.gate.decide.rule_drift` turns it into reasons.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
-from harness.compare import PairedTest, case_counts, fisher_less, holm, paired_test
-from harness.exact import BrokenCountTest, WithinCaseTest, allocate_alpha
-from harness.exact import broken_count_test as _broken
-from harness.exact import within_case_test as _within
-from harness.stats import ArmData, summarize_case
+from harness.frozen import Frozen as _Frozen
+from harness.gate.compare import PairedTest, case_counts, fisher_less, holm, paired_test
+from harness.gate.exact import BrokenCountTest, WithinCaseTest, allocate_alpha
+from harness.gate.exact import broken_count_test as _broken
+from harness.gate.exact import within_case_test as _within
+from harness.gate.stats import ArmData, summarize_case
 
 __all__ = ["DriftCheck", "drift_check"]
 
 _EPS = 1e-12
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class DriftCheck(_Frozen):

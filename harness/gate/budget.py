@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from harness.stats import _check_counts
+from harness.frozen import Frozen as _Frozen
+from harness.gate.stats import check_counts
 
 __all__ = [
     "JEFFREYS",
@@ -25,10 +25,6 @@ __all__ = [
     "poisson_binomial_pmf",
     "regression_budget",
 ]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 def poisson_binomial_pmf(q: Sequence[float]) -> tuple[float, ...]:
@@ -84,7 +80,7 @@ def flip_risk(passes: int, trials: int, k: int, prior: tuple[float, float] = JEF
     ``1 - prod_{j<k} (A + j) / (A + B + j)``. A case seen all-pass 5 times still carries
     a risk of about 0.28 for k = 5 under Jeffreys (the plug-in rate 1.0 said 0).
     """
-    _check_counts(trials, passes, k)
+    check_counts(trials, passes, k)
     a, b = passes + prior[0], trials - passes + prior[1]
     prod = 1.0
     for j in range(k):

@@ -39,7 +39,7 @@ from pathlib import Path
 from harness.cases.load import LoadedCase
 from harness.cases.model import DEFAULT_PROTECTED
 from harness.errors import EvaluatorError
-from harness.workspace import display_path as display
+from harness.trial.workspace import display_path as display
 
 __all__ = [
     "VerificationTree",

@@ -1,7 +1,7 @@
 """Operating characteristics of the gate for one project: ``harness policy check``.
 
 Is the golden set big enough to gate on? :func:`operating_characteristics` simulates the
-gate's statistical rules (:func:`harness.regression.regression_rule` plus the regression
+gate's statistical rules (:func:`harness.gate.regression.regression_rule` plus the regression
 budget) for the project's number of cases N, its k and its baseline's per-case pass
 counts, and reports, with Wilson 95 % intervals:
 
@@ -31,17 +31,18 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from harness.baseline import Baseline, load_baseline
-from harness.budget import beta_prior, flip_risk, poisson_binomial_pmf
 from harness.digest import digest_json
 from harness.errors import ConfigError
-from harness.gate import GATE_RULE_VERSION
-from harness.policy import Policy, policy_digest
+from harness.frozen import Frozen as _Frozen
+from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
+from harness.gate.decide import GATE_RULE_VERSION
+from harness.gate.policy import Policy, policy_digest
+from harness.gate.rules import policy_rule
 from harness.project import Project
-from harness.records import Outcome, RunRecord
-from harness.rules import policy_rule
+from harness.store.baseline import Baseline, load_baseline
+from harness.store.records import Outcome, RunRecord
 
 __all__ = [
     "SHAPES",
@@ -64,10 +65,6 @@ Shape = Literal["diffuse", "partial", "concentrated"]
 SHAPES: tuple[Shape, ...] = ("diffuse", "partial", "concentrated")
 DROP = 0.10
 """The drop the detection rates are about: 10 points of mean pass rate."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class OperatingInputs(_Frozen):
@@ -378,8 +375,7 @@ def project_inputs(
         ConfigError: no baseline to use, or a bad policy file.
 
     """
-    from harness.decision import DEFAULT_POLICY
-    from harness.policy import load_policy
+    from harness.gate.policy import DEFAULT_POLICY, load_policy
 
     policy = load_policy(project.policy_path).policy if project.policy_path else DEFAULT_POLICY
     bl = load_baseline(project.baselines_dir, _choose_baseline(project.baselines_dir, baseline))

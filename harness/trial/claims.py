@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.records import Outcome, RunRecord
+from harness.store.records import Outcome, RunRecord
 
 __all__ = ["ClaimStats", "claim_stats", "claim_stats_by_case"]
 

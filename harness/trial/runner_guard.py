@@ -21,7 +21,7 @@ import secrets
 from collections import Counter
 from dataclasses import dataclass
 
-from harness.junit import JUnitError, parse_junit
+from harness.trial.junit import JUnitError, parse_junit
 
 __all__ = [
     "CANARY_LOG",

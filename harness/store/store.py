@@ -43,7 +43,8 @@ from pydantic import BaseModel, ValidationError
 from harness.digest import canonical_json, digest_bytes, digest_json
 from harness.errors import StoreError, StoreIntegrityError, StoreWriteError
 from harness.names import MAX_RUN_ID, check_name, inside
-from harness.records import (
+from harness.sandbox.owner import sweep_store_debris
+from harness.store.records import (
     GENESIS,
     ManifestEntry,
     ReleaseRecord,
@@ -51,7 +52,6 @@ from harness.records import (
     RunRecord,
     ValidityRecord,
 )
-from harness.sandbox.prune import sweep_store_debris
 
 __all__ = ["MANIFEST", "RunHandle", "Store"]
 
