@@ -143,7 +143,8 @@ def build_project(root: Path, sdists: dict[str, Path]) -> None:
         "environment: {python: '>=3.11', requirements: env/requirements.in,"
         " lock: env/requirements.lock}\n"
         "releases:\n"
-        f"  scripted:\n    agent: {{adapter: command, command: {json.dumps(fixer)}, files: [agent]}}\n"
+        "  scripted:\n"
+        f"    agent: {{adapter: command, command: {json.dumps(fixer)}, files: [agent]}}\n"
     )
     for p in PROJECTS:
         case = root / "cases" / p.name
