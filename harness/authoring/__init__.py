@@ -5,7 +5,14 @@
 """
 
 from harness.authoring._derive import Derived
-from harness.authoring._new import NewCaseOptions, NewCaseResult, new_case
+from harness.authoring._new import NewCaseOptions, NewCaseResult, batch_case_id, new_case
 from harness.authoring._split import DEFAULT_TEST_GLOBS
 
-__all__ = ["DEFAULT_TEST_GLOBS", "Derived", "NewCaseOptions", "NewCaseResult", "new_case"]
+__all__ = [
+    "DEFAULT_TEST_GLOBS",
+    "Derived",
+    "NewCaseOptions",
+    "NewCaseResult",
+    "batch_case_id",
+    "new_case",
+]

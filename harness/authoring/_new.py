@@ -33,7 +33,7 @@ from harness.authoring._derive import (
     scratch,
 )
 from harness.authoring._envpropose import propose_requirements
-from harness.authoring._git import FixCommit, open_commit
+from harness.authoring._git import FixCommit, git, open_commit
 from harness.authoring._keepgit import keep_parent
 from harness.authoring._split import DEFAULT_TEST_GLOBS, Split, check_request, split_commit
 from harness.cases.load import CASE_FILE, LoadedCase, load_case, load_cases
@@ -58,7 +58,7 @@ from harness.project import Project
 from harness.sandbox.base import Sandbox
 from harness.workspace import materialize
 
-__all__ = ["NewCaseOptions", "NewCaseResult", "new_case"]
+__all__ = ["NewCaseOptions", "NewCaseResult", "batch_case_id", "new_case"]
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ARCHIVE = "repo.tar.gz"
@@ -106,6 +106,17 @@ class NewCaseResult:
     seconds: float
     to_read: tuple[str, ...] = field(default_factory=tuple)
     """What a human should still read before trusting the case."""
+
+
+def batch_case_id(prefix: str, repo: Path, commit: str) -> str:
+    """Return ``<prefix>-<first 8 hex of the commit>`` (the given name when it resolves to none)."""
+    done = (
+        git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+        if repo.is_dir()
+        else None
+    )
+    sha = done.stdout.decode().strip() if done is not None and done.ok else commit
+    return f"{prefix}-{re.sub(r'[^a-z0-9._-]', '-', sha.lower())[:8]}"
 
 
 def _check_target(project: Project, case_id: str) -> Path:

@@ -87,7 +87,7 @@ def run_new(
     One commit: its error propagates (the CLI maps it). Several: each failure is printed
     and the others still run; the exit code is the worst one.
     """
-    from harness.authoring import DEFAULT_TEST_GLOBS, NewCaseOptions, new_case
+    from harness.authoring import DEFAULT_TEST_GLOBS, NewCaseOptions, batch_case_id, new_case
     from harness.project import load_project
     from harness.sandbox.registry import get_backend
 
@@ -111,7 +111,7 @@ def run_new(
         return ExitCode.PASS
     worst, made = ExitCode.PASS, 0
     for commit in wanted:
-        cid = f"{case_id}-{commit[:8].lower()}"
+        cid = batch_case_id(case_id, repo, commit)
         try:
             _show(new_case(project, cid, repo, commit, sandbox, options))
             made += 1
