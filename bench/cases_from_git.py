@@ -141,7 +141,16 @@ def agent_outcomes(proj: Path, release: str, cids: list[str]) -> dict[str, str]:
     shown = json.loads(
         run([sys.executable, "-m", "harness.cli", "show", "--json"], cwd=proj).stdout
     )
-    return {t["case_id"]: t["verdict"]["outcome"] for t in shown["trials"]}
+    return {t["key"]["case_id"]: t["verdict"]["outcome"] for t in shown["trials"]}
+
+
+def add_agents(proj: Path, made: list[str], results: list[dict[str, object]]) -> None:
+    noop = agent_outcomes(proj, "noop", made)
+    ref = agent_outcomes(proj, "reference", made)
+    for row in results:
+        if row["case"] in made:
+            row["noop"] = noop.get(str(row["case"]))
+            row["reference"] = ref.get(str(row["case"]))
 
 
 def main() -> int:
@@ -150,14 +159,23 @@ def main() -> int:
     ap.add_argument("--sdists", type=Path, default=None)
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--repeats", default="3")
+    ap.add_argument("--agents-only", action="store_true", help="only run the agents again")
     args = ap.parse_args()
     work: Path = args.work
     cache = args.sdists or work / "sdists"
     cache.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, object]] = []
     out_file = work / "results.json"
+    if args.agents_only:
+        results = json.loads(out_file.read_text())
     for name, versions in PROJECTS.items():
         if args.only and name not in args.only:
+            continue
+        if args.agents_only:
+            proj = work / "projects" / name
+            made = [str(r["case"]) for r in results if r["project"] == name and r["exit"] == 0]
+            add_agents(proj, made, results)
+            out_file.write_text(json.dumps(results, indent=2))
             continue
         repo = work / "repos" / name
         commits = build_repo(name, versions, cache, repo)
@@ -191,12 +209,7 @@ def main() -> int:
             results.append(row)
             out_file.write_text(json.dumps(results, indent=2))
             print(json.dumps(row), flush=True)
-        noop = agent_outcomes(proj, "noop", made)
-        ref = agent_outcomes(proj, "reference", made)
-        for row in results:
-            if row["case"] in made:
-                row["noop"] = noop.get(str(row["case"]))
-                row["reference"] = ref.get(str(row["case"]))
+        add_agents(proj, made, results)
         out_file.write_text(json.dumps(results, indent=2))
     print("\n| project | version | case made | seconds | noop | reference | reason |")
     print("|---|---|---|---|---|---|---|")
