@@ -364,7 +364,11 @@ def new_case(
         lc = load_case(stage)
         result = validate_in_envs(project, [lc], sandbox)[0]
         if result.status != "ok":
-            raise ConfigError(f"the derived case does not validate: {result.message}")
+            excerpt = " ".join(result.red_excerpt.split())[-600:]
+            raise ConfigError(
+                f"the derived case does not validate: {result.message}"
+                + (f"; red output: {excerpt}" if excerpt else "")
+            )
         lock, _ = lock_cases(
             [*load_cases(project.cases_dir), lc],
             read_lock(project.lock_path, project.file.task_set),
