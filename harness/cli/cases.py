@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -114,3 +115,43 @@ def cases_validate(
     if broken:
         err.print(f"{broken} case(s) have a verifier that cannot go red or cannot go green")
         sys.exit(ExitCode.USAGE)
+
+
+@cases.command("new")
+@project_option
+@click.argument("case_id", metavar="ID")
+@click.option(
+    "--from-git",
+    "repo",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Git repository holding the fix commit.",
+)
+@click.option(
+    "--commit",
+    "commits",
+    multiple=True,
+    help="The fix commit (repeatable: one case per commit, named ID-<sha8>).",
+)
+@click.option(
+    "--commits-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A file of fix commits, one a line (# comments): one case each, named ID-<sha8>.",
+)
+@click.option("--tests", "tests", multiple=True, help="Glob of test files (repeatable).")
+@click.option("--request", "request_file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--keep-git", is_flag=True, help="Keep the parent as a git repository.")
+@click.option("--requirements", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--python", default=">=3.11", show_default=True)
+@click.option("--repeats", type=click.IntRange(1, 20), default=3, show_default=True)
+@click.option("--pass-to-pass", "p2p", type=click.IntRange(0), default=0, help="0: all.")
+@click.option("--timeout", type=click.FloatRange(1, 7200), default=300.0, show_default=True)
+@click.option("--backend", type=click.Choice(["local", "docker"]), default=None)
+@handle_errors
+def cases_new(
+    project_dir: Path, case_id: str, repo: Path, commits: tuple[str, ...], **kw: Any
+) -> None:
+    """Make a validated, locked case from a fix commit (see docs/cases-from-git.md)."""
+    from harness.cli.authoring import run_new
+
+    sys.exit(run_new(project_dir, case_id, repo, commits, **kw))
