@@ -142,6 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default backlog of 5 makes a burst of concurrent calls fail to connect
+    # (EAGAIN on a unix socket) before the gateway sees them.
+    request_queue_size = 128
 
     def __init__(
         self, address: Any, endpoint: Callable[[Call], Reply], family: socket.AddressFamily
