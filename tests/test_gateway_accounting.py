@@ -101,9 +101,11 @@ def test_n_and_max_tokens_are_clamped_in_the_forwarded_body(gateway: Gateway) ->
 
 def test_an_upstream_that_ignores_max_tokens_is_a_fault(gateway: Gateway) -> None:
     script = Script(["ls"], completion_tokens=500, obey_max_tokens=False)
-    with ScriptedUpstream(script) as up:
-        with gateway.open_session("t1", upstream_spec(up), Limits(tokens=300)) as s:
-            status, doc = _request(s.socket_path, s.token, _body(0))
+    with (
+        ScriptedUpstream(script) as up,
+        gateway.open_session("t1", upstream_spec(up), Limits(tokens=300)) as s,
+    ):
+        status, doc = _request(s.socket_path, s.token, _body(0))
     assert (status, doc["error"]["code"]) == (502, "upstream")
     usage = s.usage()
     assert usage.fault and "over the max_tokens" in usage.fault
@@ -154,9 +156,11 @@ def test_calls_waiting_for_an_upstream_slot_at_phase_end_are_never_sent(gateway:
 
 
 def test_overlapping_upstream_waits_count_once(gateway: Gateway) -> None:
-    with ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=4.0)) as up:
-        with gateway.open_session("t1", upstream_spec(up, concurrency=4), Limits()) as s:
-            _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i)))
+    with (
+        ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=4.0)) as up,
+        gateway.open_session("t1", upstream_spec(up, concurrency=4), Limits()) as s,
+    ):
+        _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i)))
     usage = s.usage()
     per_call = [c.upstream_wait_s for c in usage.calls]
     assert len(per_call) == 3 and min(per_call) >= 4.0
@@ -203,9 +207,7 @@ def test_concurrent_calls_over_the_link_share_one_reservation(
         up = spec.release.upstream
         assert up is not None
         remote = RemoteSession(link, spec.key, 1, up)
-        _at_once(
-            12, lambda i: _request(remote.socket_path, remote.token, _body(i, max_tokens=60))
-        )
+        _at_once(12, lambda i: _request(remote.socket_path, remote.token, _body(i, max_tokens=60)))
         usage = remote.close()
     finally:
         gw.close()
