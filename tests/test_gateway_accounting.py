@@ -20,7 +20,7 @@ from test_trial_gateway import _spec, upstream
 
 from harness.cases.model import Limits
 from harness.gateway import Gateway, RemoteSession, Session
-from harness.gateway._reserve import union_seconds
+from harness.gateway._reserve import SAFE_MAX_TOKENS, union_seconds
 
 __all__ = ["upstream"]  # the scripted upstream fixture
 
@@ -215,3 +215,18 @@ def test_concurrent_calls_over_the_link_share_one_reservation(
     assert served_out <= 200
     assert served_in + served_out <= 200 + max(s.input_tokens for s in upstream.served)
     assert (usage.input_tokens, usage.output_tokens) == (served_in, served_out)
+
+
+def test_a_request_without_max_tokens_gets_one_only_when_every_model_accepts_it(
+    gateway: Gateway,
+) -> None:
+    script = Script(["ls"], fault="slow", slow_seconds=1.0, completion_tokens=20)
+    with ScriptedUpstream(script) as up:
+        with gateway.open_session("big", upstream_spec(up), Limits(tokens=1_000_000)) as s:
+            # No bound written (a provider refuses one over its model's maximum), so each
+            # such call holds the whole remaining budget: they run one at a time.
+            _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i)))
+        assert all("max_tokens" not in r for r in up.requests) and up.max_inflight == 1
+        with gateway.open_session("small", upstream_spec(up), Limits(tokens=1000)) as s2:
+            assert _request(s2.socket_path, s2.token, _body(9))[0] == 200
+        assert 0 < up.requests[-1]["max_tokens"] <= SAFE_MAX_TOKENS

@@ -7,7 +7,10 @@ in bytes: a byte-level tokenizer never makes more tokens than bytes of text, and
 keys of each message outweigh a chat template's special tokens) plus the completion
 (``max_tokens`` × ``n``, which the gateway writes into the forwarded body, clamped to what
 remains). After the call the reservation is released and the upstream's own usage is
-charged.
+charged. A request without ``max_tokens`` gets one only when what remains is at most
+:data:`SAFE_MAX_TOKENS` per choice; otherwise it is forwarded as sent, alone, holding
+everything that remains (providers refuse a ``max_tokens`` over their model's maximum
+output, which the gateway does not know).
 
 When the bound does not fit in what remains:
 
@@ -27,9 +30,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WAIT", "Grant", "grant", "request_bounds", "union_seconds"]
+__all__ = ["SAFE_MAX_TOKENS", "WAIT", "Grant", "grant", "request_bounds", "union_seconds"]
 
 _LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+SAFE_MAX_TOKENS = 4096
+"""Largest ``max_tokens`` the gateway writes into a request that had none: every chat
+model accepts it (a provider refuses a value over its model's maximum output)."""
 
 
 @dataclass(frozen=True)
@@ -95,17 +101,25 @@ def grant(
     if limit is None:
         return Grant(tokens=0, completion_cap=None, doc=doc)
     remaining = limit - used - reserved
-    if body_bytes + n <= remaining:  # the prompt's bound and a token per choice fit
+    fits = body_bytes + n <= remaining  # the prompt's bound and a token per choice
+    if fits:
         per = (remaining - body_bytes) // n
-        per = per if asked is None else min(per, asked)
-        return Grant(tokens=body_bytes + per * n, completion_cap=per * n, doc=_clamped(doc, per, n))
-    if in_flight:
+    elif in_flight:
         return WAIT
-    # Alone: everything left is reserved (nothing else starts), the completion clamped to it.
-    n = min(n, remaining)
-    per = remaining // n
-    per = per if asked is None else min(per, asked)
-    return Grant(tokens=remaining, completion_cap=per * n, doc=_clamped(doc, per, n))
+    else:  # alone: everything left is reserved (nothing else starts until it settles)
+        n = min(n, remaining)
+        per = remaining // n
+    if asked is not None:
+        per = min(per, asked)
+    elif per > SAFE_MAX_TOKENS:
+        # The agent set no bound and the budget allows more than every model accepts as
+        # max_tokens (a provider refuses one over its model's maximum): the call is left
+        # as sent and runs alone, holding everything that remains.
+        if in_flight:
+            return WAIT
+        return Grant(tokens=remaining, completion_cap=None, doc=doc)
+    tokens = body_bytes + per * n if fits else remaining
+    return Grant(tokens=tokens, completion_cap=per * n, doc=_clamped(doc, per, n))
 
 
 def _clamped(doc: dict[str, Any], per: int, n: int) -> dict[str, Any]:
