@@ -353,9 +353,9 @@ def _spec(
         run_seed=record.seed,
         environment=envs.cases.get(lc.id),
         agent_environment=envs.agents.get(arm.name),
-        record_path=str(
-            project.store_dir / "runs" / record.run_id / "trials" / f"{key.slug()}.json"
-        ),
+        # Relative to the store: the feedback package quotes it, and no host path may
+        # reach a sandbox.
+        record_path=f"runs/{record.run_id}/trials/{key.slug()}.json",
     )
 
 

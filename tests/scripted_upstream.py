@@ -54,11 +54,16 @@ class Script:
     """Fault by step (0-based)."""
     slow_seconds: float = 3.0
     hooks: dict[int, Callable[[], None]] = field(default_factory=dict)
+    """Called before answering a step (0-based), e.g. to break something mid-trajectory."""
     gather: int = 0
     """Hold the first requests until this many are in flight at once (or ``gather_seconds``
     passed), so a test of a concurrency limit does not depend on trials' timing."""
     gather_seconds: float = 10.0
-    """Called before answering a step (0-based), e.g. to break something mid-trajectory."""
+    completion_tokens: int | None = None
+    """Tokens each choice would generate (default: from the command); like a real provider,
+    the answer is cut at the request's ``max_tokens`` and there are ``n`` choices."""
+    obey_max_tokens: bool = True
+    """``False``: an upstream that ignores ``max_tokens`` (a fault the gateway must catch)."""
 
 
 def usage_for(messages: Any, command: str) -> tuple[int, int]:
@@ -130,6 +135,12 @@ class _Handler(BaseHTTPRequestHandler):
         cmds = script.commands
         command = cmds[step] if step < len(cmds) else FINISH
         pt, ct = usage_for(messages, command)
+        if script.completion_tokens is not None:
+            ct = script.completion_tokens
+        cap = req.get("max_tokens") or req.get("max_completion_tokens")
+        if script.obey_max_tokens and isinstance(cap, int):
+            ct = min(ct, cap)
+        ct *= req.get("n") or 1
         with up.lock:
             up.requests.append(req)
             up.served.append(

@@ -17,6 +17,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,15 @@ from harness.cases.model import Limits
 from harness.digest import digest_bytes, digest_json
 from harness.errors import ConfigError, InfraError
 from harness.gateway._http import Call, Endpoint, Reply, refusal
-from harness.gateway._upstream import Answer, UpstreamClient, UpstreamFault, Usage, meter
+from harness.gateway._reserve import Grant, grant, request_bounds, union_seconds
+from harness.gateway._upstream import (
+    Answer,
+    UpstreamClient,
+    UpstreamFault,
+    Usage,
+    call_bound,
+    meter,
+)
 from harness.project import Upstream
 from harness.store.records import ModelCall, ModelUsage
 
@@ -44,6 +53,7 @@ __all__ = [
 ]
 
 _ACTIVE: list[Gateway] = []
+_ENDED = "token refused: its agent phase has ended"
 _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
 
@@ -77,6 +87,24 @@ def request_key(body: bytes) -> str:
         return digest_bytes(body)
 
 
+class _PhaseEnded(Exception):
+    """The phase ended before a call that waited for an upstream slot was sent."""
+
+
+def _within(usage: Usage, g: Grant, *, replayed: bool) -> None:
+    """Refuse a completion longer than the ``max_tokens`` × ``n`` the upstream was sent.
+
+    Raises:
+        UpstreamFault: the upstream ignored the bound (the reservation cannot hold then).
+    """
+    cap = g.completion_cap
+    if cap is not None and not replayed and usage.output_tokens > cap:
+        raise UpstreamFault(
+            f"upstream served {usage.output_tokens} completion tokens, over the "
+            f"max_tokens × n = {cap} it was sent"
+        )
+
+
 @dataclass(frozen=True)
 class RecordedCall:
     """A call of a recorded run, served again in model replay."""
@@ -92,7 +120,12 @@ class _Meter:
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    wait_s: float = 0.0
+    waits: list[tuple[float, float]] = field(default_factory=list)
+    """Monotonic (start, end) of each upstream wait: the phase's wait is their union."""
+    reserved: int = 0
+    """Tokens held by the calls in flight (their maximum cost, see :mod:`._reserve`)."""
+    in_flight: int = 0
+    closed: bool = False
     answered: str | None = None
     fault: str | None = None
     budget: str | None = None
@@ -123,6 +156,9 @@ class Session:
         self._replayed_from = replayed_from
         self._meter = _Meter()
         self._lock = threading.Lock()
+        self._settled_cv = threading.Condition(self._lock)
+        self.settled = threading.Event()
+        """Set once the gateway has decided the trial (a fault, a budget): the phase may stop."""
         self.blobs: dict[str, bytes] = {}
         self.socket_path = os.path.join(gateway.socket_dir, secrets.token_hex(6) + ".sock")
         self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)] if listen else []
@@ -150,39 +186,81 @@ class Session:
                 f"model {doc.get('model')!r} refused: this trial may use {self.upstream.model}",
                 "model",
             )
+        bounds = request_bounds(doc)
+        if isinstance(bounds, str):
+            return self._refused(call, 400, bounds, "format")
         with self._lock:
-            problem = self._before_call()
-            if problem is not None:
-                status, message, code = problem
-                return self._refused(call, status, message, code, locked=True)
-            self._meter.turns += 1
-            turn = self._meter.turns
+            while True:
+                problem = self._before_call()
+                if problem is not None:
+                    status, message, code = problem
+                    return self._refused(call, status, message, code, locked=True)
+                m = self._meter
+                g = grant(
+                    doc,
+                    body_bytes=len(call.body),
+                    limit=self.limits.tokens,
+                    used=m.input_tokens + m.output_tokens,
+                    reserved=m.reserved,
+                    in_flight=m.in_flight,
+                )
+                if g is not None:
+                    break
+                self._settled_cv.wait()  # a call in flight settles and returns its reservation
+            m.turns += 1
+            m.reserved += g.tokens
+            m.in_flight += 1
+            turn = m.turns
         try:
-            answer = self._answer(call.body, doc, turn)
+            return self._forward(call, g, turn)
+        finally:
+            with self._lock:
+                self._meter.reserved -= g.tokens
+                self._meter.in_flight -= 1
+                self._settled_cv.notify_all()
+
+    def _forward(self, call: Call, g: Grant, turn: int) -> Reply:
+        try:
+            answer = self._answer(call.body, g.doc, turn)
         except UpstreamFault as fault:
             with self._lock:
-                self._meter.fault = self._meter.fault or str(fault)
+                self._fault(str(fault))
             return self._refused(call, 502, f"upstream fault: {fault}", "upstream", turn=turn)
-        return self._metered(call, answer, turn)
+        except _PhaseEnded:
+            return self._refused(call, 401, _ENDED, "token", turn=turn)
+        return self._metered(call, answer, turn, g)
+
+    def _fault(self, message: str) -> None:
+        """Note the phase's first upstream fault (lock held): the trial is settled."""
+        self._meter.fault = self._meter.fault or message
+        self.settled.set()
+
+    def _over(self, message: str) -> str:
+        """Note the phase's overspent budget (lock held): the trial is settled."""
+        self._meter.budget = self._meter.budget or message
+        self.settled.set()
+        return self._meter.budget
 
     def _before_call(self) -> tuple[int, str, str] | None:
         m, lim = self._meter, self.limits
+        if m.closed:
+            return 401, _ENDED, "token"
         if m.fault is not None:
             return 502, f"upstream fault earlier in this phase: {m.fault}", "upstream"
         if m.budget is not None:
             return _BUDGET, f"budget exceeded: {m.budget}", "budget"
         if lim.turns is not None and m.turns >= lim.turns:
-            m.budget = f"turn {m.turns + 1} refused: the limit is {lim.turns} turns"
-            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
+            why = self._over(f"turn {m.turns + 1} refused: the limit is {lim.turns} turns")
+            return _BUDGET, f"budget exceeded: {why}", "budget"
         used = m.input_tokens + m.output_tokens
         if lim.tokens is not None and used >= lim.tokens:
-            m.budget = f"{used} tokens used: the limit is {lim.tokens}"
-            return _BUDGET, f"budget exceeded: {m.budget}", "budget"
+            why = self._over(f"{used} tokens used: the limit is {lim.tokens}")
+            return _BUDGET, f"budget exceeded: {why}", "budget"
         return None
 
     def _answer(self, body: bytes, doc: dict[str, Any], turn: int) -> Answer:
         if self._replay is None:
-            return self._gw.client(self.upstream).call(doc)
+            return self._gw.client(self.upstream).call(doc, before_send=self._still_open)
         key = request_key(body)
         if turn > len(self._replay) or self._replay[turn - 1].request_key != key:
             raise UpstreamFault(
@@ -192,17 +270,27 @@ class Session:
         rec = self._replay[turn - 1]
         return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
 
-    def _metered(self, call: Call, answer: Answer, turn: int) -> Reply:
+    def _still_open(self) -> None:
+        """Refuse to send a call whose phase ended while it waited for a slot (not paid)."""
+        with self._lock:
+            if self._meter.closed:
+                raise _PhaseEnded
+
+    def _metered(self, call: Call, answer: Answer, turn: int, g: Grant) -> Reply:
         usage = Usage(0, 0)
+        end = time.monotonic()
         if answer.status < 300:
             try:
                 answered, usage = meter(
                     answer.body, stream=answer.stream, pinned=self.upstream.model
                 )
+                _within(usage, g, replayed=self._replay is not None)
             except UpstreamFault as fault:
                 with self._lock:
-                    self._meter.fault = self._meter.fault or str(fault)
-                    self._meter.wait_s += answer.wait_s
+                    self._fault(str(fault))
+                    self._meter.input_tokens += usage.input_tokens
+                    self._meter.output_tokens += usage.output_tokens
+                    self._meter.waits.append((end - answer.wait_s, end))
                 self._record(call, turn, 502, answer, usage, "upstream")
                 return refusal(502, f"upstream fault: {fault}", "upstream")
             with self._lock:
@@ -211,11 +299,11 @@ class Session:
             m = self._meter
             m.input_tokens += usage.input_tokens
             m.output_tokens += usage.output_tokens
-            m.wait_s += answer.wait_s
+            m.waits.append((end - answer.wait_s, end))
             used = m.input_tokens + m.output_tokens
             over = self.limits.tokens is not None and used > self.limits.tokens
             if over:
-                m.budget = m.budget or f"{used} tokens used: the limit is {self.limits.tokens}"
+                self._over(f"{used} tokens used: the limit is {self.limits.tokens}")
         if over:
             self._record(call, turn, _BUDGET, answer, usage, "budget")
             return refusal(_BUDGET, f"budget exceeded: {self._meter.budget}", "budget")
@@ -286,7 +374,7 @@ class Session:
                 input_tokens=m.input_tokens,
                 output_tokens=m.output_tokens,
                 cost=round(cost, 9),
-                upstream_wait_s=round(m.wait_s, 6),
+                upstream_wait_s=round(union_seconds(m.waits), 6),
                 calls=tuple(sorted(m.calls, key=lambda c: (c.turn == 0, c.turn))),
                 fault=m.fault,
                 budget=m.budget,
@@ -294,10 +382,22 @@ class Session:
             )
 
     def close(self) -> ModelUsage:
-        """Revoke the token, stop listening, and return the phase's measurements."""
+        """End the phase: refuse what comes next, charge what was sent, return the record.
+
+        A call arriving now, or still waiting for an upstream slot, is refused and never
+        forwarded. A call already sent upstream is paid for: close waits for it (bounded by
+        the upstream's own time bounds) so that it is charged and in the transcript.
+        """
+        with self._lock:
+            self._meter.closed = True
+            self._settled_cv.notify_all()
         self._gw.revoke(self)
         for ep in self._endpoints:
             ep.close()
+        bound = call_bound(self.upstream) + 30.0
+        with self._lock:
+            if not self._settled_cv.wait_for(lambda: self._meter.in_flight == 0, bound):
+                self._fault(f"calls still in flight {bound:g}s after the agent phase ended")
         return self.usage()
 
     def __enter__(self) -> Session:
@@ -406,7 +506,7 @@ class Gateway:
         """Why ``token`` is refused by a session it does not belong to."""
         with self._lock:
             if token in self._revoked:
-                return "token refused: its agent phase has ended"
+                return _ENDED
             if token in self._live:
                 return "token refused: it belongs to another trial"
         return "missing or unknown bearer token"

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import socketserver
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -142,6 +143,14 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default backlog of 5 makes a burst of concurrent calls fail to connect
+    # (EAGAIN on a unix socket) before the gateway sees them.
+    request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Drop a client that went away (its phase ended) quietly; report anything else."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def __init__(
         self, address: Any, endpoint: Callable[[Call], Reply], family: socket.AddressFamily

@@ -29,7 +29,7 @@ import socket
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
@@ -43,6 +43,7 @@ from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
 from harness.frozen import Frozen as _Frozen
 from harness.gateway._http import Call, Endpoint, Reply, read_body, refusal
+from harness.gateway._upstream import call_bound
 from harness.project import Upstream
 from harness.store.records import ModelUsage, TrialKey
 
@@ -55,6 +56,8 @@ _PREFIX = "/link/v1/"
 _MARK = "X-Harness-Gateway"
 """Set on every reply that is the session's own: anything else is a fault of the link."""
 _AGENT_TOKEN = "X-Agent-Token"
+_SETTLED = "X-Harness-Settled"
+"""On a call's reply once the session has decided the trial: the worker stops the phase."""
 
 
 def session_label(key: TrialKey, attempt: int) -> str:
@@ -169,6 +172,8 @@ class _LinkHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(reply.body)))
         if session:
             self.send_header(_MARK, "session")
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
         if close:  # said, so the client does not reuse a connection about to be closed
             self.send_header("Connection", "close")
         self.end_headers()
@@ -296,7 +301,10 @@ class LinkServer:
             session = self._sessions.get(sid)
         if session is None:
             return refusal(404, "gateway link: no such open session", "session"), False
-        return session.handle(Call(token=token, body=body)), True
+        reply = session.handle(Call(token=token, body=body))
+        if session.settled.is_set():
+            reply = replace(reply, headers={**reply.headers, _SETTLED: "1"})
+        return reply, True
 
     def close_session(self, sid: str) -> Reply:
         """End a session: its measurements and transcript go back to the worker."""
@@ -356,6 +364,8 @@ class RemoteSession:
         """
         self.upstream = upstream
         self.blobs: dict[str, bytes] = {}
+        self.settled = threading.Event()
+        """Set once the coordinator's session has decided the trial (see :class:`Session`)."""
         self._auth = f"Bearer {link.secret}"
         self._fault: str | None = None
         retries = urllib3.Retry(
@@ -372,14 +382,14 @@ class RemoteSession:
         self.socket_path = os.path.join(self._dir, "gateway.sock")
         self._endpoint = Endpoint(self.handle, unix_path=self.socket_path)
 
-    def _post(self, op: str, body: bytes) -> bytes:
+    def _post(self, op: str, body: bytes, read: float = 120.0) -> bytes:
         try:
             resp = self._pool.urlopen(
                 "POST",
                 _PREFIX + op,
                 body=body,
                 headers={"Authorization": self._auth, "Content-Type": "application/json"},
-                timeout=urllib3.Timeout(connect=10.0, read=120.0),
+                timeout=urllib3.Timeout(connect=10.0, read=read),
             )
         except Urllib3Error as exc:
             raise _link_error(f"the coordinator at {self._url} is unreachable: {exc}") from None
@@ -405,11 +415,14 @@ class RemoteSession:
             return self._broken(f"the coordinator at {self._url} is unreachable: {exc}")
         if resp.headers.get(_MARK) != "session":
             return self._broken(f"the coordinator did not answer the call: {_reason(resp)}")
+        if resp.headers.get(_SETTLED) == "1":
+            self.settled.set()
         ctype = resp.headers.get("Content-Type", "application/json")
         return Reply(status=resp.status, body=resp.data, content_type=ctype)
 
     def _broken(self, message: str) -> Reply:
         self._fault = self._fault or f"gateway link: {message}"
+        self.settled.set()
         return refusal(502, self._fault, "link")
 
     def close(self) -> ModelUsage:
@@ -421,7 +434,9 @@ class RemoteSession:
         self._endpoint.close()
         shutil.rmtree(self._dir, ignore_errors=True)
         try:
-            closed = _parsed(_Closed, self._post(f"close/{self._sid}", b""))
+            # The coordinator charges calls already sent upstream before it answers.
+            wait = call_bound(self.upstream) + 60.0
+            closed = _parsed(_Closed, self._post(f"close/{self._sid}", b"", read=wait))
         finally:
             self._pool.close()
         for digest, text in closed.blobs.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from harness.errors import InfraError
 from harness.project import Upstream
 
-__all__ = ["Answer", "UpstreamClient", "UpstreamFault", "Usage", "meter"]
+__all__ = ["Answer", "UpstreamClient", "UpstreamFault", "Usage", "call_bound", "meter"]
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _AGENT_STATUS = frozenset({400, 413, 422})
@@ -110,6 +111,11 @@ def meter(body: bytes, *, stream: bool, pinned: str) -> tuple[str, Usage]:
     return pinned, usages[-1]
 
 
+def call_bound(spec: Upstream) -> float:
+    """Longest a call already sent to ``spec`` can take: every try, its bound and backoff."""
+    return (spec.retries + 1) * (spec.response_seconds + 10.0) + 8.0 * spec.retries
+
+
 def _fault(exc: Urllib3Error, bound: float) -> UpstreamFault:
     """Translate a urllib3 failure (the one foreign exception boundary of the gateway)."""
     cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
@@ -163,8 +169,11 @@ class UpstreamClient:
         self._slots = threading.BoundedSemaphore(spec.concurrency)
         self._rate = _Rate(spec.requests_per_minute)
 
-    def call(self, doc: dict[str, Any]) -> Answer:
+    def call(self, doc: dict[str, Any], before_send: Callable[[], None] | None = None) -> Answer:
         """Forward one chat-completions request; return the whole response.
+
+        ``before_send`` runs once the call holds its slot, right before it is sent: an
+        exception it raises propagates and nothing is sent.
 
         Raises:
             UpstreamFault: refused connection, 5xx/429 after retries, slower than the bound,
@@ -181,6 +190,8 @@ class UpstreamClient:
         t0 = time.monotonic()
         with self._slots:
             self._rate.wait()
+            if before_send is not None:
+                before_send()
             status, data = self._send(body, bound, t0)
         wait = time.monotonic() - t0
         if status in _RETRY_STATUS:

@@ -82,12 +82,15 @@ def run_command(
     limit_s: float,
     stdin: bytes | None,
     holder_alive: Callable[[str], None],
+    *,
+    interrupted: Callable[[], bool] = lambda: False,
 ) -> ExecResult:
     """Start the created command container ``ctr``, wait up to ``limit_s``, read its evidence.
 
     ``holder_alive`` is called once the command is over: a lost workspace raises rather
-    than being reported as the command's result. See the module docstring for how the
-    termination and the bound are told.
+    than being reported as the command's result. ``interrupted()`` says the session killed
+    the command itself (:meth:`DockerSession.interrupt`), which is no kill from outside.
+    See the module docstring for how the termination and the bound are told.
 
     Raises:
         SandboxUnavailableError: the container could not be started, was killed or removed
@@ -170,7 +173,7 @@ def run_command(
         duration,
         bytes(out.err),
     )
-    if sig is not None and not we_killed and term is not Termination.MEMORY:
+    if sig is not None and not we_killed and term is not Termination.MEMORY and not interrupted():
         _check_external_kill(client, ctr, wall0)
     return ExecResult(
         argv=argv,

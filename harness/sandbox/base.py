@@ -267,6 +267,14 @@ class SandboxSession(Protocol):
         """
         ...
 
+    def interrupt(self) -> None:
+        """Kill the commands running now (safe from another thread); the session stays open.
+
+        The interrupted ``exec`` returns its result as usual (killed by a signal). Used to
+        stop an agent phase whose outcome is already decided (e.g. by the model gateway).
+        """
+        ...
+
     def close(self) -> None:
         """Kill anything still running and remove every trace of the session."""
         ...

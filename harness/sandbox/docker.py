@@ -263,6 +263,9 @@ class DockerSession:
         }
         self._volumes: list[Any] = []
         self._containers: dict[str, Any] = {}
+        self._running: dict[str, Any] = {}
+        """Command containers of ``exec`` calls under way (what :meth:`interrupt` kills)."""
+        self._interrupted: set[str] = set()
         self._n = 0
         self._uid: tuple[int, int] | None = None
         self._closed = False
@@ -389,6 +392,13 @@ class DockerSession:
                 "from outside (engine restart or `docker kill`); the workspace is lost",
                 reason="killed_externally",
             )
+
+    def interrupt(self) -> None:
+        """Kill the command containers running now; see :meth:`SandboxSession.interrupt`."""
+        for cid, ctr in list(self._running.items()):
+            self._interrupted.add(cid)  # our own kill: not one "from outside"
+            with contextlib.suppress(*ENGINE_ERRORS):
+                ctr.kill()
 
     def close(self) -> None:
         """Remove every container and volume of the session (idempotent, also on error)."""
@@ -602,11 +612,15 @@ class DockerSession:
                 **bound_options(c, self._downgraded),
             )
         self._containers[ctr.id] = ctr
+        self._running[ctr.id] = ctr
         try:
             return run_command(
-                self._client, ctr, tuple(argv), c, limit_s, stdin, self._holder_alive
-            )
+                self._client, ctr, tuple(argv), c, limit_s, stdin, self._holder_alive,
+                interrupted=lambda: ctr.id in self._interrupted,
+            )  # fmt: skip
         finally:
+            self._running.pop(ctr.id, None)
+            self._interrupted.discard(ctr.id)
             with contextlib.suppress(*ENGINE_ERRORS):
                 ctr.remove(force=True)
             self._containers.pop(ctr.id, None)

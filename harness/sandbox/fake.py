@@ -77,6 +77,8 @@ class FakeSession:
         self._label = label
         self._log = log
         self.view = view
+        self.interrupts = 0
+        """How many times :meth:`interrupt` was called."""
 
     @property
     def paths(self) -> SandboxPaths:
@@ -152,6 +154,10 @@ class FakeSession:
         )
         self._log.append(call)
         return self._handler(call)
+
+    def interrupt(self) -> None:
+        """Count the request (a handler is a function call: nothing to kill)."""
+        self.interrupts += 1
 
     def close(self) -> None:
         """Remove the folder."""

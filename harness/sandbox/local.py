@@ -645,6 +645,13 @@ class LocalSession:
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def interrupt(self) -> None:
+        """Kill the commands running now; see :meth:`SandboxSession.interrupt`."""
+        with self._lock:
+            running = list(self._running.values())
+        for proc, group in running:
+            self._kill(proc, group)
+
     def close(self) -> None:
         """Kill every running command and remove the session directory (idempotent)."""
         with self._lock:

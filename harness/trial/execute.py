@@ -198,19 +198,27 @@ def _public_feedback(
 def build_feedback(ctx: TrialContext, attempt: AttemptRecord, candidate_dir: Path) -> bytes:
     """Build the feedback package for the next attempt mechanically (no model).
 
-    Hidden-test names, contents and verifier output reach it only when the case declares
-    the ``hidden_diagnostics`` channel; otherwise only what the deployed agent could also
-    observe: its own exit status, the bound that fired, the failure type, and the output of
-    the case's public command.
+    Only the case's declared channels reach it. Always: pass or fail, and what the agent
+    phase itself showed (its exit status, the bound that fired, the failure type when the
+    agent phase decided the attempt). With ``public_command``: that command's output on the
+    candidate, without hidden files. With ``hidden_diagnostics`` only: anything measured
+    while the hidden verifier ran — its exit status, termination and bound, the failure
+    type it led to, failed checks, failing test names and output. Candidate code runs
+    under the hidden verifier and chooses all of these: without the channel they would
+    carry bits of a hidden file into the next attempt.
     """
     case = ctx.lc.case
     verdict = attempt.verdict
     phase = attempt.verifier or attempt.agent
+    hidden = case.feedback.hidden_diagnostics
+    by_verifier = attempt.verifier is not None
     package: dict[str, object] = {
         "attempt": attempt.attempt,
         "candidate": attempt.candidate_digest,
         "verdict": verdict.outcome.value,
-        "failure_type": verdict.failure_type.value if verdict.failure_type else None,
+        "failure_type": verdict.failure_type.value
+        if verdict.failure_type and (hidden or not by_verifier)
+        else None,
         "record": ctx.spec.record_path,
     }
     if attempt.agent is not None:
@@ -219,7 +227,7 @@ def build_feedback(ctx: TrialContext, attempt: AttemptRecord, candidate_dir: Pat
             "termination": attempt.agent.termination.value,
             "bound": attempt.agent.bound.model_dump(mode="json") if attempt.agent.bound else None,
         }
-    if attempt.verifier is not None:
+    if attempt.verifier is not None and hidden:
         package["verifier"] = {
             "exit_status": attempt.verifier.exit_code,
             "termination": attempt.verifier.termination.value,
@@ -227,7 +235,7 @@ def build_feedback(ctx: TrialContext, attempt: AttemptRecord, candidate_dir: Pat
             if attempt.verifier.bound
             else None,
         }
-    if case.feedback.hidden_diagnostics and phase is not None:
+    if hidden and phase is not None:
         package["command"] = list(phase.argv)
         package["failed_checks"] = [c.model_dump() for c in verdict.checks if not c.ok]
         package["failing_tests"] = list(verdict.failing_tests)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -59,6 +61,8 @@ __all__ = [
 _RESULT_LIMIT = 1 << 20
 _WITH_BASE_URL = 'OPENAI_BASE_URL="$HARNESS_ENDPOINT/v1" exec "$@"'
 _ARTIFACT_LIMIT = 32 << 20
+_SETTLED_POLL = 0.25
+"""Seconds between looks at the gateway's settled flag while the agent runs."""
 
 
 class Blobs:
@@ -136,12 +140,17 @@ def agent_phase(
     session = _gateway_session(ctx, attempt)
     if session is None:
         return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
+    rec = None
     try:
         # Time waiting on the upstream is not the agent's: the contract's timeout stays the
         # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
         rec = _run_agent(
             ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
         )
+    except Exception:
+        if not session.settled.is_set():
+            raise
+        # The gateway decided the trial and the phase was stopped: how it stopped is moot.
     finally:
         usage = session.close()
         for data in session.blobs.values():
@@ -151,6 +160,8 @@ def agent_phase(
         raise InfraError(usage.fault, reason="upstream")
     if usage.budget is not None:
         raise BudgetExceededError(usage.budget, kind="model_calls")
+    if rec is None:
+        raise InfraError("the agent phase failed after the gateway settled", reason="gateway")
     return rec
 
 
@@ -217,7 +228,8 @@ def _run_agent(
             # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
             argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
             env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
-        res = s.exec(argv, env=env, timeout=timeout)
+        with _stop_when_settled(session, s):
+            res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         overflow = None
         try:
@@ -234,6 +246,35 @@ def _run_agent(
         record = _phase_record("agent", res, s, ctx.blobs)
         ctx.partial.setdefault(attempt, {})["agent"] = record
         return record, res, result_file, overflow
+
+
+@contextmanager
+def _stop_when_settled(
+    session: Session | RemoteSession | None, sandbox: SandboxSession
+) -> Iterator[None]:
+    """Kill the agent's command once the gateway has decided the trial (budget, fault).
+
+    Nothing the agent does after that can change the verdict: running on to the timeout
+    would only waste the phase's time. The gateway's verdict stays the trial's.
+    """
+    if session is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if session.settled.wait(_SETTLED_POLL):
+                sandbox.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, name="gateway-settled", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _agent_view(ctx: TrialContext, session: Session | RemoteSession | None) -> SealedView | None:

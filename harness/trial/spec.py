@@ -27,7 +27,7 @@ class TrialSpec:
     replay_tarball: bytes | None = None
     """For the ``replay`` adapter: the recorded candidate tree to re-verify."""
     record_path: str = ""
-    """Where the coordinator will store this trial's record (quoted in feedback)."""
+    """This trial's record, relative to the store (quoted in feedback: never a host path)."""
     image: str | None = None
     """Case image (container backends): both phases start from it, its workspace seeded."""
     run_seed: int = 0

@@ -1,0 +1,145 @@
+"""The token reservation of one call, and the union of upstream waits (pure, no I/O).
+
+A call is forwarded only once its *maximum* cost is reserved against the phase's token
+budget, under the session's lock, so concurrent calls cannot each pass a check made before
+any of them was metered. The maximum cost is a bound on the prompt (the request body's size
+in bytes: a byte-level tokenizer never makes more tokens than bytes of text, and the JSON
+keys of each message outweigh a chat template's special tokens) plus the completion
+(``max_tokens`` × ``n``, which the gateway writes into the forwarded body, clamped to what
+remains). After the call the reservation is released and the upstream's own usage is
+charged. A request without ``max_tokens`` gets one only when what remains is at most
+:data:`SAFE_MAX_TOKENS` per choice; otherwise it is forwarded as sent, alone, holding
+everything that remains (providers refuse a ``max_tokens`` over their model's maximum
+output, which the gateway does not know).
+
+When the bound does not fit in what remains:
+
+* other calls of the phase are in flight: the call waits for them to settle (their unused
+  reservations come back), it is not refused;
+* none is: the call is forwarded alone with its completion clamped to everything that
+  remains and nothing else may start until it settles. Its prompt is the one cost that
+  cannot be known before it is served (no tokenizer for an arbitrary model); if the
+  upstream's usage then exceeds the budget, the response is withheld and the trial ends
+  ``budget_exceeded``. This keeps a legitimate agent near its budget from being refused on
+  a pessimistic bound, and limits any overshoot to one lone call's prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SAFE_MAX_TOKENS", "WAIT", "Grant", "grant", "request_bounds", "union_seconds"]
+
+_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+SAFE_MAX_TOKENS = 4096
+"""Largest ``max_tokens`` the gateway writes into a request that had none: every chat
+model accepts it (a provider refuses a value over its model's maximum output)."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one admitted call may cost: its reservation and the body to forward."""
+
+    tokens: int
+    """Tokens reserved until the call settles (0 without a token budget)."""
+    completion_cap: int | None
+    """Most completion tokens the upstream may serve for it (``None``: no budget)."""
+    doc: dict[str, Any]
+    """The request to forward, ``max_tokens``/``n`` clamped to the reservation."""
+
+
+WAIT = None
+""":func:`grant`'s answer when the call must wait for the phase's calls in flight."""
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def request_bounds(doc: dict[str, Any]) -> tuple[int, int | None] | str:
+    """Return ``(n, max_tokens)`` the agent asked for, or why the request is malformed.
+
+    Both must be positive integers when present (an upstream that coerces ``"5"`` or
+    ``5.0`` would serve what no check saw). ``max_tokens`` is the smaller of
+    ``max_tokens`` and ``max_completion_tokens``.
+    """
+    n = doc.get("n", 1)
+    if n is None:
+        n = 1
+    if not _positive_int(n):
+        return f"n must be a positive integer, not {n!r}"
+    caps: list[int] = []
+    for name in _LIMIT_FIELDS:
+        v = doc.get(name)
+        if v is None:
+            continue
+        if not _positive_int(v):
+            return f"{name} must be a positive integer, not {v!r}"
+        caps.append(v)
+    return n, min(caps) if caps else None
+
+
+def grant(
+    doc: dict[str, Any],
+    *,
+    body_bytes: int,
+    limit: int | None,
+    used: int,
+    reserved: int,
+    in_flight: int,
+) -> Grant | None:
+    """Reserve one call's maximum cost, or return :data:`WAIT`.
+
+    ``used`` is what settled calls cost, ``reserved`` what calls in flight hold. The caller
+    has checked that the budget is not spent (``used < limit``) and holds the lock.
+    """
+    bounds = request_bounds(doc)
+    assert not isinstance(bounds, str), "request_bounds() is checked before grant()"
+    n, asked = bounds
+    if limit is None:
+        return Grant(tokens=0, completion_cap=None, doc=doc)
+    remaining = limit - used - reserved
+    fits = body_bytes + n <= remaining  # the prompt's bound and a token per choice
+    if fits:
+        per = (remaining - body_bytes) // n
+    elif in_flight:
+        return WAIT
+    else:  # alone: everything left is reserved (nothing else starts until it settles)
+        n = min(n, remaining)
+        per = remaining // n
+    if asked is not None:
+        per = min(per, asked)
+    elif per > SAFE_MAX_TOKENS:
+        # The agent set no bound and the budget allows more than every model accepts as
+        # max_tokens (a provider refuses one over its model's maximum): the call is left
+        # as sent and runs alone, holding everything that remains.
+        if in_flight:
+            return WAIT
+        return Grant(tokens=remaining, completion_cap=None, doc=doc)
+    tokens = body_bytes + per * n if fits else remaining
+    return Grant(tokens=tokens, completion_cap=per * n, doc=_clamped(doc, per, n))
+
+
+def _clamped(doc: dict[str, Any], per: int, n: int) -> dict[str, Any]:
+    out = dict(doc)
+    present = [name for name in _LIMIT_FIELDS if out.get(name) is not None]
+    # A request naming neither gets max_tokens, the field every compatible server reads.
+    for name in present or ["max_tokens"]:
+        out[name] = per
+    if n != doc.get("n", 1) or "n" in doc:
+        out["n"] = n
+    return out
+
+
+def union_seconds(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals: overlapping waits count once."""
+    total = 0.0
+    end = float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total

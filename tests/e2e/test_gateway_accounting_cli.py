@@ -1,0 +1,232 @@
+"""Attacks on the gateway's accounting, through the CLI with a real sandboxed agent and a
+scripted upstream on loopback: a burst of concurrent calls against a token budget, calls in
+flight when the phase ends, overlapping waits under a wall-clock limit, a settled trial that
+would run on to its timeout, and hidden-file bits smuggled through correction feedback."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripted_upstream import MODEL, Script, ScriptedUpstream
+from support import harness, make_project
+
+pytestmark = pytest.mark.integration
+
+KEY = "sk-e2e-accounting-3c9a7e"
+DOCKER = pytest.param("docker", marks=pytest.mark.docker)
+
+AGENT = textwrap.dedent(
+    """\
+    import json, os, sys, threading, time, urllib.error, urllib.request
+
+    def ask(i, **kw):
+        body = {"model": os.environ["HARNESS_MODEL"],
+                "messages": [{"role": "user", "content": "go %d" % i}], **kw}
+        req = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(),
+            headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except Exception as e:
+            return repr(e)
+
+    def together(n, **kw):
+        ts = [threading.Thread(target=ask, args=(i,), kwargs=kw) for i in range(n)]
+        for t in ts:
+            t.start()
+        return ts
+
+    def fix():
+        path = os.path.join(os.environ["HARNESS_WORKSPACE"], "calc.py")
+        open(path, "w").write("def add(a, b):\\n    return a + b\\n")
+        open(os.environ["HARNESS_RESULT"], "w").write('{"status": "submitted"}')
+
+    mode = sys.argv[1]
+    if mode == "settle":      # the second call settles the trial; then it would hang
+        ask(0)
+        ask(1)
+        time.sleep(600)
+    elif mode == "burst":     # 20 calls at once, 60 completion tokens each
+        for t in together(20, max_tokens=60):
+            t.join()
+    elif mode == "inflight":  # three slow calls, and the agent is gone before any answer
+        together(3)
+        time.sleep(3)
+        fix()
+        os._exit(0)
+    elif mode == "overlap":   # three overlapping slow calls, then 12 s of its own work
+        for t in together(3):
+            t.join()
+        time.sleep(12)
+        fix()
+    """
+)
+
+
+def _project(tmp_path: Path, up: ScriptedUpstream, mode: str, case_extra: str = "") -> Path:
+    root = make_project(tmp_path / "proj", n_cases=1)
+    case = root / "cases" / "add-0" / "case.yaml"
+    text = case.read_text().replace("agent: {timeout_seconds: 30,", "agent: {timeout_seconds: 90,")
+    case.write_text(text + case_extra)
+    (root / "hostile.py").write_text(AGENT)
+    with (root / "harness.yaml").open("a") as fh:
+        fh.write(
+            f"""\
+  hostile:
+    agent: {{command: [python3, "{{agent}}/hostile.py", {mode}], files: [hostile.py]}}
+    retry: {{infra_retries: 0}}
+    upstream:
+      base_url: {up.base_url}
+      model: {MODEL}
+      key_env: HGW_ACC_KEY
+      price: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}
+      retries: 0
+      concurrency: 20
+"""
+        )
+    assert harness(root, "cases", "lock").returncode == 0
+    return root
+
+
+def _run(root: Path, backend: str = "local", *extra: str) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    done = harness(
+        root, "run", "--release", "hostile", "--k", "1", "--no-report", "--backend", backend,
+        *extra, env={"HGW_ACC_KEY": KEY},
+    )  # fmt: skip
+    elapsed = time.monotonic() - t0
+    # Dask itself may log to stderr; the harness's own tracebacks are checked without it.
+    assert extra or "Traceback" not in done.stderr, done.stderr
+    shown = harness(root, "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    (trial,) = json.loads(shown.stdout)["trials"]
+    return trial, elapsed
+
+
+@pytest.fixture
+def up() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream(Script(["ls"])) as server:
+        yield server
+
+
+def _served(up: ScriptedUpstream) -> tuple[int, int]:
+    ok = [s for s in up.served if s.status == 200]
+    return sum(s.input_tokens for s in ok), sum(s.output_tokens for s in ok)
+
+
+@pytest.mark.parametrize("backend", ["local", DOCKER])
+@pytest.mark.parametrize("cause", ["budget", "upstream_500"])
+def test_a_settled_trial_stops_its_agent_within_seconds(tmp_path, up, backend, cause) -> None:
+    """The agent would sleep 600 s under a 90 s timeout; the gateway decided at its 2nd call."""
+    if cause == "upstream_500":
+        up.script.faults = {0: "500"}
+        extra = ""
+    else:
+        extra = "limits: {turns: 1}\n"
+    root = _project(tmp_path, up, "settle", extra)
+    trial, elapsed = _run(root, backend)
+    verdict = trial["verdict"]
+    if cause == "budget":
+        assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
+    else:
+        assert verdict["outcome"] == "infra_error" and "answered 500" in verdict["reason"]
+    agent = trial["attempts"][-1]["agent"]
+    assert agent is not None and agent["duration_s"] < 15, agent["duration_s"]
+    assert elapsed < 60, elapsed
+
+
+def test_a_settled_trial_on_a_dask_worker_stops_its_agent_within_seconds(tmp_path, up) -> None:
+    """Over the gateway link the coordinator's decision rides on the refused call's reply."""
+    root = _project(tmp_path, up, "settle", "limits: {turns: 1}\n")
+    trial, _ = _run(root, "local", "--executor", "dask", "--jobs", "1")
+    verdict = trial["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "budget_exceeded")
+    agent = trial["attempts"][-1]["agent"]
+    assert agent is not None and agent["duration_s"] < 15, agent["duration_s"]
+
+
+def test_a_burst_of_concurrent_calls_cannot_beat_the_token_budget(tmp_path, up) -> None:
+    up.script.completion_tokens = 60
+    root = _project(tmp_path, up, "burst", "limits: {tokens: 200}\n")
+    trial, _ = _run(root)
+    served_in, served_out = _served(up)
+    assert served_out <= 200, (served_in, served_out)  # before: 20 x 60 = 1,200
+    prompt = max(s.input_tokens for s in up.served)
+    assert served_in + served_out <= 200 + prompt
+    model = trial["attempts"][-1]["model"]
+    assert (model["input_tokens"], model["output_tokens"]) == (served_in, served_out)
+    assert trial["verdict"]["failure_type"] == "budget_exceeded"
+
+
+def test_calls_in_flight_when_the_agent_exits_are_charged_and_recorded(tmp_path, up) -> None:
+    up.script.fault, up.script.slow_seconds = "slow", 8.0
+    root = _project(tmp_path, up, "inflight")
+    trial, _ = _run(root)
+    model = trial["attempts"][-1]["model"]
+    assert len(up.served) == 3
+    paid = [c for c in model["calls"] if c["status"] == 200]
+    assert len(paid) == 3, model["calls"]  # before: the record held what had settled by then
+    assert (model["input_tokens"], model["output_tokens"]) == _served(up)
+
+
+def test_overlapping_waits_count_once_against_the_wall_clock_limit(tmp_path, up) -> None:
+    """3 overlapping 8 s calls + 12 s of work under a 10 s limit: the agent worked 12 s+."""
+    up.script.fault, up.script.slow_seconds = "slow", 8.0
+    root = _project(tmp_path, up, "overlap", "limits: {wall_seconds: 10}\n")
+    trial, _ = _run(root)
+    model = trial["attempts"][-1]["model"]
+    assert 8.0 <= model["upstream_wait_s"] < 14.0, model["upstream_wait_s"]
+    verdict = trial["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
+
+
+LEAKER = textwrap.dedent(
+    """\
+    import json, os
+    ws = os.environ["HARNESS_WORKSPACE"]
+    fb = os.environ.get("HARNESS_FEEDBACK")
+    if fb is None:
+        # Attempt 1: candidate code that, run by the hidden verifier, exits with a byte of
+        # the hidden file as its status.
+        open(os.path.join(ws, "calc.py"), "w").write(
+            "import os\\nos._exit(open('verify_hidden.py', 'rb').read()[7])\\n")
+    else:
+        open(os.path.join(ws, "seen.json"), "w").write(open(fb).read())
+    open(os.environ["HARNESS_RESULT"], "w").write('{"status": "submitted"}')
+    """
+)
+
+
+def test_feedback_does_not_carry_the_hidden_verifiers_exit_status(tmp_path) -> None:
+    root = make_project(tmp_path / "proj", n_cases=1)
+    (root / "leaker.py").write_text(LEAKER)
+    with (root / "harness.yaml").open("a") as fh:
+        fh.write(
+            "  leaker:\n"
+            '    agent: {command: [python3, "{agent}/leaker.py"], files: [leaker.py]}\n'
+            "    retry: {max_attempts: 2, infra_retries: 0, stop_on_identical_failure: false}\n"
+        )
+    assert harness(root, "cases", "lock").returncode == 0
+    secret = (root / "cases" / "add-0" / "hidden" / "verify_hidden.py").read_bytes()[7]
+    done = harness(root, "run", "--release", "leaker", "--k", "1", "--no-report")
+    assert "Traceback" not in done.stderr, done.stderr
+    (trial,) = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    first, second = trial["attempts"]
+    assert first["verifier"]["exit_code"] == secret  # the attack reached the verifier
+    digest = second["feedback_blob"].split(":")[-1]
+    (blob,) = [p for p in (root / ".harness").rglob(digest + "*") if p.is_file()]
+    package = json.loads(blob.read_bytes())
+    assert package["verdict"] == "fail"
+    assert "verifier" not in package and package["failure_type"] is None, package
+    # Nor a host path: the record is named relative to the store.
+    assert str(root) not in blob.read_text() and package["record"].startswith("runs/"), package

@@ -1,0 +1,232 @@
+"""The gateway's accounting under attack: concurrent calls against a token budget, calls in
+flight when the phase ends, overlapping upstream waits, and the settled signal — with the
+real gateway and a real scripted upstream on loopback, locally and over the Dask link."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scripted_upstream import MODEL, Script, ScriptedUpstream
+from test_gateway import KEY, _request, upstream_spec
+from test_gateway_link import _scope
+from test_trial_gateway import KEY as TRIAL_KEY
+from test_trial_gateway import _spec, upstream
+
+from harness.cases.model import Limits
+from harness.gateway import Gateway, RemoteSession, Session
+from harness.gateway._reserve import SAFE_MAX_TOKENS, union_seconds
+
+__all__ = ["upstream"]  # the scripted upstream fixture
+
+
+@pytest.fixture
+def gateway() -> Iterator[Gateway]:
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
+    with gw.serving():
+        yield gw
+
+
+def _body(i: int, **kw: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": f"go {i}"}], **kw}
+
+
+def _at_once(n: int, fn: Any) -> list[Any]:
+    """Run ``fn(i)`` for ``i < n`` in threads released together; return the results."""
+    start = threading.Barrier(n)
+    out: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        start.wait()
+        out[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return out
+
+
+def _served_tokens(up: ScriptedUpstream) -> tuple[int, int]:
+    ok = [s for s in up.served if s.status == 200]
+    return sum(s.input_tokens for s in ok), sum(s.output_tokens for s in ok)
+
+
+def test_twenty_concurrent_calls_cannot_beat_a_200_token_budget(gateway: Gateway) -> None:
+    """Each call asks for 60 completion tokens; before, all 20 passed the check (1,200+)."""
+    script = Script(["ls"], completion_tokens=60, gather=20, gather_seconds=3.0)
+    with ScriptedUpstream(script) as up:
+        spec = upstream_spec(up, concurrency=20)
+        with gateway.open_session("t1", spec, Limits(tokens=200)) as s:
+            replies = _at_once(
+                20, lambda i: _request(s.socket_path, s.token, _body(i, max_tokens=60))
+            )
+        usage = s.usage()
+        served_in, served_out = _served_tokens(up)
+    prompt = max(x.input_tokens for x in up.served)
+    # Completions never exceed the budget; the total only by the one call forwarded alone
+    # whose prompt cannot be known beforehand (see harness/gateway/_reserve.py).
+    assert served_out <= 200
+    assert served_in + served_out <= 200 + prompt, (served_in, served_out)
+    # Every forwarded call was asked for at most what remained, and all are on the record.
+    assert all(r.get("max_tokens", 0) <= 60 for r in up.requests)
+    assert (usage.input_tokens, usage.output_tokens) == (served_in, served_out)
+    forwarded = [c for c in usage.calls if c.refused != "budget" or c.response_blob]
+    assert len(forwarded) == len(up.served)
+    assert usage.budget is not None and s.settled.is_set()
+    assert sum(1 for status, _ in replies if status == 200) >= 1
+
+
+def test_n_and_max_tokens_are_clamped_in_the_forwarded_body(gateway: Gateway) -> None:
+    with ScriptedUpstream(Script(["ls"], completion_tokens=500)) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits(tokens=1000)) as s:
+            body = _body(0, n=8, max_tokens=400)
+            status, _ = _request(s.socket_path, s.token, body)
+            size = len(json.dumps(body).encode())
+        sent = up.requests[0]
+    assert status == 200
+    assert sent["n"] == 8 and sent["max_tokens"] * 8 <= 1000 - size
+    for bad in ({"n": "8"}, {"n": 0}, {"max_tokens": 1.5}, {"max_completion_tokens": True}):
+        with ScriptedUpstream(Script(["ls"])) as up2:
+            with gateway.open_session("t2", upstream_spec(up2), Limits(tokens=1000)) as s2:
+                status, doc = _request(s2.socket_path, s2.token, _body(0, **bad))
+            assert (status, doc["error"]["code"]) == (400, "format") and not up2.served
+
+
+def test_an_upstream_that_ignores_max_tokens_is_a_fault(gateway: Gateway) -> None:
+    script = Script(["ls"], completion_tokens=500, obey_max_tokens=False)
+    with (
+        ScriptedUpstream(script) as up,
+        gateway.open_session("t1", upstream_spec(up), Limits(tokens=300)) as s,
+    ):
+        status, doc = _request(s.socket_path, s.token, _body(0))
+    assert (status, doc["error"]["code"]) == (502, "upstream")
+    usage = s.usage()
+    assert usage.fault and "over the max_tokens" in usage.fault
+    assert usage.output_tokens == 500  # paid, so charged and on the record
+
+
+def _slow_calls(s: Session, n: int) -> list[threading.Thread]:
+    threads = [
+        threading.Thread(target=_request, args=(s.socket_path, s.token, _body(i)), daemon=True)
+        for i in range(n)
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _wait_for(cond: Any, seconds: float = 30.0) -> None:
+    end = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_calls_in_flight_when_the_phase_ends_are_charged_and_recorded(gateway: Gateway) -> None:
+    with ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=3.0)) as up:
+        s = gateway.open_session("t1", upstream_spec(up, concurrency=4), Limits())
+        _slow_calls(s, 3)
+        _wait_for(lambda: len(up.served) == 3)  # all three are at the upstream
+        usage = s.close()
+        served_in, served_out = _served_tokens(up)
+    assert len(usage.calls) == 3 and all(c.status == 200 for c in usage.calls)
+    assert (usage.input_tokens, usage.output_tokens) == (served_in, served_out)
+
+
+def test_calls_waiting_for_an_upstream_slot_at_phase_end_are_never_sent(gateway: Gateway) -> None:
+    with ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=3.0)) as up:
+        s = gateway.open_session("t1", upstream_spec(up, concurrency=1), Limits())
+        _slow_calls(s, 3)
+        _wait_for(lambda: len(up.served) == 1)
+        time.sleep(0.3)  # the two others queue for the one slot
+        usage = s.close()
+        time.sleep(3.5)  # a slot frees: nothing more may reach the upstream
+        served = len(up.served)
+    assert served == 1
+    paid = [c for c in usage.calls if c.status == 200]
+    assert len(paid) == 1 and usage.input_tokens == up.served[0].input_tokens
+    assert sorted(c.refused or "" for c in usage.calls) == ["", "token", "token"]
+
+
+def test_overlapping_upstream_waits_count_once(gateway: Gateway) -> None:
+    with (
+        ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=4.0)) as up,
+        gateway.open_session("t1", upstream_spec(up, concurrency=4), Limits()) as s,
+    ):
+        _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i)))
+    usage = s.usage()
+    per_call = [c.upstream_wait_s for c in usage.calls]
+    assert len(per_call) == 3 and min(per_call) >= 4.0
+    # The three waits overlap: the phase waited about 4 s, not their 12 s sum.
+    assert 4.0 <= usage.upstream_wait_s < 7.0, usage.upstream_wait_s
+
+
+def test_union_of_intervals() -> None:
+    assert union_seconds([]) == 0.0
+    assert union_seconds([(0, 15), (1, 16), (2, 17)]) == 17.0
+    assert union_seconds([(0, 1), (2, 3), (2.5, 4)]) == 3.0
+    assert union_seconds([(0, 10), (2, 3)]) == 10.0
+
+
+def test_a_settled_session_says_so_locally_and_over_the_link(
+    make_case, make_spec, upstream
+) -> None:
+    spec = _spec(make_spec, make_case("limits: {turns: 1}\n"), upstream)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        spec = dataclasses.replace(spec, gateway_link=link)
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        body = _body(0)
+        assert _request(remote.socket_path, remote.token, body)[0] == 200
+        assert not remote.settled.is_set()
+        assert _request(remote.socket_path, remote.token, body)[0] == 403  # over 1 turn
+        assert remote.settled.is_set()
+        assert remote.close().budget is not None
+    finally:
+        gw.close()
+
+
+def test_concurrent_calls_over_the_link_share_one_reservation(
+    make_case, make_spec, upstream
+) -> None:
+    upstream.script.completion_tokens = 60
+    spec = _spec(make_spec, make_case("limits: {tokens: 200}\n"), upstream)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        _at_once(12, lambda i: _request(remote.socket_path, remote.token, _body(i, max_tokens=60)))
+        usage = remote.close()
+    finally:
+        gw.close()
+    served_in, served_out = _served_tokens(upstream)
+    assert served_out <= 200
+    assert served_in + served_out <= 200 + max(s.input_tokens for s in upstream.served)
+    assert (usage.input_tokens, usage.output_tokens) == (served_in, served_out)
+
+
+def test_a_request_without_max_tokens_gets_one_only_when_every_model_accepts_it(
+    gateway: Gateway,
+) -> None:
+    script = Script(["ls"], fault="slow", slow_seconds=1.0, completion_tokens=20)
+    with ScriptedUpstream(script) as up:
+        with gateway.open_session("big", upstream_spec(up), Limits(tokens=1_000_000)) as s:
+            # No bound written (a provider refuses one over its model's maximum), so each
+            # such call holds the whole remaining budget: they run one at a time.
+            _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i)))
+        assert all("max_tokens" not in r for r in up.requests) and up.max_inflight == 1
+        with gateway.open_session("small", upstream_spec(up), Limits(tokens=1000)) as s2:
+            assert _request(s2.socket_path, s2.token, _body(9))[0] == 200
+        assert 0 < up.requests[-1]["max_tokens"] <= SAFE_MAX_TOKENS
