@@ -93,6 +93,8 @@ class ArmCase(_Frozen):
     verify: VerifyCost | None = None
     tampered: int = 0
     """Trials with tampering (protected paths the agent changed: restored, flagged)."""
+    seconds: float = 0.0
+    """Agent plus verifier wall seconds of the case's trials, every attempt."""
     left_out: int = 0
     """Trials whose agent added files under protected paths (left out; a neutral note)."""
 
@@ -361,6 +363,12 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
                    verify=verify_cost(records))  # fmt: skip
 
 
+def _seconds(records: Sequence[RunRecord]) -> float:
+    return sum(
+        ph.duration_s for r in records for a in r.attempts for ph in (a.agent, a.verifier) if ph
+    )
+
+
 def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
     return tuple(
         AttemptView(
@@ -446,6 +454,7 @@ def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[R
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
         model=model_cost(records), verify=verify_cost(records) if records else None,
         tampered=sum(any(a.tampering for a in r.attempts) for r in records),
+        seconds=_seconds(records),
         left_out=sum(any(a.left_out for a in r.attempts) for r in records),
     )  # fmt: skip
 
