@@ -31,6 +31,7 @@ __all__ = [
     "RunsDocument",
     "case_trend_plot",
     "list_runs",
+    "mark_partial",
     "release_trend_plot",
     "render_history",
     "summary_from_decision",
@@ -116,6 +117,11 @@ class RunListing(_Frozen):
     named_cases: tuple[str, ...]
     report: str | None
     """The run's report page, relative to the reports folder, when it exists."""
+    cases: int = 0
+    """Cases the run planned (scored and judgment lane)."""
+    partial: str | None = None
+    """Why the run is partial (fewer cases, or a smaller k, than the fullest run of its
+    task set): kept off the release trend. None: a full run."""
 
 
 class RunsDocument(_Frozen):
@@ -170,8 +176,8 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
     summaries: dict[str, RunSummary] = {}
     for run_id in store.run_ids():
         s = read_summary(store, run_id)
+        rec = store.release(run_id)
         if s is None:
-            rec = store.release(run_id)
             base = dict(release=rec.release, system_digest=rec.system_digest,
                         task_set=rec.task_set, k=rec.k, baseline=rec.baseline,
                         created_at=rec.created_at)  # fmt: skip
@@ -188,9 +194,26 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
             run_id=run_id, **base,
             verdict=s.verdict if s else None, decided_at=s.decided_at if s else None,
             candidate=s.candidate if s else None, named_cases=s.named_cases if s else (),
-            report=page))  # fmt: skip
+            report=page, cases=len(rec.cases)))  # fmt: skip
     rows.sort(key=lambda r: (r.created_at, r.run_id))
-    return rows, summaries
+    return mark_partial(rows), summaries
+
+
+def mark_partial(rows: Sequence[RunListing]) -> list[RunListing]:
+    """Mark the runs with fewer cases, or a smaller k, than the fullest run of their task set."""
+    full: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        full[r.task_set] = max(full.get(r.task_set, (0, 0)), (r.cases, r.k))
+    marked = []
+    for r in rows:
+        cases, k = full[r.task_set]
+        why = None
+        if r.cases < cases:
+            why = f"{r.cases} of {cases} cases"
+        elif r.k < k:
+            why = f"k={r.k} (full runs k={k})"
+        marked.append(r.model_copy(update={"partial": why}))
+    return marked
 
 
 # ----------------------------------------------------------------------------- plots
