@@ -126,7 +126,7 @@ def regressed_cases(comp: Comparison, critical: Sequence[str]) -> list[str]:
 
 
 def _drop(x: float | None, what: str) -> str:
-    """``what`` drop for a positive mean drop, gain for a negative one (never a negative drop)."""
+    """Name a mean change: a drop when positive, a gain when negative (never a negative drop)."""
     if x is None:
         return f"{what} change n/a"
     if x < 0:
