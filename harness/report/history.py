@@ -319,14 +319,15 @@ def render_history(rows: Sequence[RunListing], summaries: dict[str, RunSummary])
     loader = env.loader
     assert loader is not None
     style, _, _ = loader.get_source(env, "report.css")
-    releases: dict[str, list[RunSummary]] = {}
-    for r in rows:
-        if r.run_id in summaries:
-            releases.setdefault(r.release, []).append(summaries[r.run_id])
-    figures = [(rel, release_trend_plot(rel, runs), case_trend_plot(rel, runs))
-               for rel, runs in sorted(releases.items())]  # fmt: skip
+    from harness.report.trend import release_heat_map, release_trend
+
+    # rows are oldest first; partial runs stay in the table, off the trend
+    full = [summaries[r.run_id] for r in rows if r.run_id in summaries and not r.partial]
+    baselines = sorted({s.baseline for s in full if s.baseline})
+    trend = (release_trend(full), release_heat_map(full)) if full else None
     return env.get_template("history.html.j2").render(
-        rows=list(reversed(rows)), figures=figures, style=style,
+        rows=list(reversed(rows)), trend=trend, baselines=baselines, style=style,
+        partial=sum(1 for r in rows if r.partial),
         generated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 
