@@ -230,10 +230,19 @@ def decide_run(
             )
         same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
         dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
-        if dropped:
+        # A case outside this run (a --case subset) was not run; only a case the run has
+        # with other bytes changed version.
+        not_run = sorted(c for c in dropped if c not in record.cases)
+        changed = sorted(c for c in dropped if c in record.cases)
+        if not_run:
+            notes.append(
+                "not run in this run (a subset of the set), so not compared with the stored "
+                "baseline: " + ", ".join(not_run)
+            )
+        if changed:
             notes.append(
                 "stored baseline results not comparable (case version changed): "
-                + ", ".join(sorted(dropped))
+                + ", ".join(changed)
             )
         stored_base = _arm(
             same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment

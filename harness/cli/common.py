@@ -77,6 +77,18 @@ project_option = click.option(
 )
 
 
+EXIT_CODES = """\b
+Exit codes (the contract CI reads):
+  0  PASS     the gate passed
+  1  FAIL     the gate failed: a significant, material regression
+  2  USAGE    usage or configuration error (bad option, case, policy, lock)
+  3  WARN     the gate warned (--warn-ok maps it to 0)
+  4  BLOCKED  nothing could be judged: infra/evaluator errors, drift, invalid run
+  5  INTERNAL a bug in harness itself (please report it)
+"""
+"""The ``--help`` epilog of the commands whose exit code is a gate verdict."""
+
+
 def stored_run(fn: F) -> F:
     """Add the options of a command that reads one stored run: ``--project`` and ``RUN``."""
     return project_option(click.argument("run_ref", default="latest")(fn))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from harness.cli.common import handle_errors, open_run, out, stored_run
+from harness.cli.common import err, handle_errors, open_run, out, stored_run
 
 _FORMAT_FLAGS = ("html", "junit", "markdown", "json")
 
@@ -91,7 +92,8 @@ def report(
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv",
               show_default=True, help="parquet needs pyarrow (harness[parquet]).")  # fmt: skip
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="File to write (default: RUN-TABLE.FORMAT here).")  # fmt: skip
+              default=None, help="File to write (default: RUN-TABLE.FORMAT here); - writes "
+              "to standard output.")  # fmt: skip
 @handle_errors
 def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
                output: Path | None) -> None:  # fmt: skip
@@ -100,6 +102,7 @@ def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
         CASE_COLUMNS,
         TRIAL_COLUMNS,
         case_rows,
+        table_bytes,
         trial_rows,
         write_table,
     )
@@ -112,6 +115,12 @@ def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
         from harness.report import build_report
 
         rows, columns = case_rows(build_report(project, store, run_id)), CASE_COLUMNS
+    if str(output) == "-":
+        body = table_bytes(rows, columns, fmt)  # type: ignore[arg-type]
+        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.flush()
+        err.print(f"standard output ({len(rows)} rows)", highlight=False)
+        return
     write_table(rows, columns, fmt, path)  # type: ignore[arg-type]
     out.print(f"{path} ({len(rows)} rows)", highlight=False)
 

@@ -12,11 +12,18 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.cli.common import err, handle_errors, out, print_decision, project_option
+from harness.cli.common import (
+    EXIT_CODES,
+    err,
+    handle_errors,
+    out,
+    print_decision,
+    project_option,
+)
 from harness.project import MAX_JOBS, MAX_K
 
 
-@click.command()
+@click.command(epilog=EXIT_CODES)
 @project_option
 @click.option("--release", required=True, help="Release (in harness.yaml) to test.")
 @click.option(

@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from harness.cli.common import (
+    EXIT_CODES,
     err,
     handle_errors,
     json_option,
@@ -20,9 +21,10 @@ from harness.cli.common import (
     project_option,
     stored_run,
 )
+from harness.errors import ConfigError
 
 
-@click.command()
+@click.command(epilog=EXIT_CODES)
 @stored_run
 @click.option("--warn-ok", is_flag=True, help="Exit 0 on a warn verdict.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
@@ -42,20 +44,41 @@ def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
 
 @click.command()
 @stored_run
+@click.option("--case", "cases", multiple=True, help="Only this case's trials (repeatable).")
+@click.option("--failed", is_flag=True, help="Only trials that did not pass.")
+@click.option("--arm", type=click.Choice(["candidate", "baseline"]), default=None,
+              help="Only the candidate's or the re-executed baseline's trials.")  # fmt: skip
 @json_option("show")
 @handle_errors
-def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
-    """Show a run: its release record and every trial's verdict and attempts."""
+def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
+         arm: str | None, as_json: bool) -> None:  # fmt: skip
+    """Show a run: the decision first, then its release record and its trials' verdicts.
+
+    The filters (--case, --failed, --arm) narrow the trial table and the --json trials.
+    """
     from harness.report.schema import ShowDocument
+    from harness.store.records import Outcome
 
     _, store, run_id = open_run(project_dir, run_ref)
     record = store.release(run_id)
-    trials = store.trials(run_id)
+    everything = store.trials(run_id)
+    unknown = sorted(set(cases) - set(record.cases))
+    if unknown:
+        raise ConfigError(f"no such case in run {run_id}: {', '.join(unknown)} (it has "
+                          f"{', '.join(sorted(record.cases))})", field="--case")  # fmt: skip
+    trials = [
+        t for t in everything
+        if (not cases or t.key.case_id in cases)
+        and (not failed or t.outcome is not Outcome.PASS)
+        and (arm is None or t.key.arm.value == arm)
+    ]  # fmt: skip
+    results = store.results(run_id)
     if as_json:
         doc = ShowDocument(run_id=run_id, release=record, trials=tuple(trials),
-                           results=tuple(store.results(run_id)))  # fmt: skip
+                           results=tuple(results))  # fmt: skip
         click.echo(doc.model_dump_json(indent=2))
         return
+    _print_stored_decision(results)
     out.print(
         f"[bold]run {run_id}[/]  release {record.release}  k={record.k}  backend {record.backend}"
     )
@@ -66,12 +89,12 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
         out.print(f"baseline {record.baseline} {record.baseline_system_digest}")
     if record.downgrade:
         out.print(f"[yellow]unenforced bounds accepted: {', '.join(record.downgrade)}[/]")
-    table = Table()
+    table = Table(box=None, pad_edge=False)
     # The trial name is what a reviewer copies: never truncated or wrapped.
     table.add_column("trial", no_wrap=True, overflow="fold", min_width=len(max(
         (t.key.slug() for t in trials), key=len, default="trial")))  # fmt: skip
-    for col in ("verdict", "failure", "attempts", "stop", "candidate"):
-        table.add_column(col)
+    for col in ("verdict", "attempts", "stop"):
+        table.add_column(col, no_wrap=True)
     table.add_column("reason", overflow="fold")
     for t in trials:
         v = t.verdict
@@ -80,17 +103,30 @@ def show(project_dir: Path, run_ref: str, as_json: bool) -> None:
             + (f"({a.verdict.failure_type.value})" if a.verdict.failure_type else "")
             for a in t.attempts
         )
-        cand = (t.attempts[-1].candidate_digest or "")[7:19]
-        table.add_row(
-            t.key.slug(),
-            v.outcome.value,
-            v.failure_type.value if v.failure_type else "",
-            lineage,
-            t.stop_reason,
-            cand,
-            v.reason[:200],
-        )
+        verdict = v.outcome.value + (f" ({v.failure_type.value})" if v.failure_type else "")
+        table.add_row(t.key.slug(), verdict, lineage if len(t.attempts) > 1 else "1",
+                      t.stop_reason, v.reason[:200])  # fmt: skip
     out.print(table, markup=False, highlight=False)
+    shown = f"{len(trials)} of {len(everything)} trials shown"
+    filters = [f for f, on in (("--case", cases), ("--failed", failed), ("--arm", arm)) if on]
+    out.print(shown + (f" (filtered by {', '.join(filters)})" if filters else ""),
+              highlight=False)  # fmt: skip
+
+
+def _print_stored_decision(results: list[Any]) -> None:
+    """Print the last stored gate decision: the verdict, then one line per reason."""
+    if not results:
+        out.print("[bold]not decided yet[/]: the run has not finished (no gate result stored)")
+        return
+    dec = results[-1].decision
+    color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}
+    verdict = results[-1].verdict
+    out.print(f"[bold {color[verdict]}]{verdict.upper()}[/]  (`harness gate` recomputes it)",
+              highlight=False)  # fmt: skip
+    for r in dec.get("reasons", []):
+        out.print(f"  - [{r.get('severity')}] {r.get('message')}", highlight=False,
+                  markup=False, soft_wrap=True)  # fmt: skip
+    out.print("")
 
 
 @click.command()
@@ -115,16 +151,24 @@ def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
             return f"{m.mean:.3f}"
         return f"{m.mean:.3f} [{m.ci_low:.2f}, {m.ci_high:.2f}]"
 
-    table = Table()
+    table = Table(box=None, pad_edge=False)
     table.add_column("run", no_wrap=True)
-    for col in ("release", "system", "started", "decision", "k", "pass rate", "pass^k", "named"):
+    for col in ("release", "system", "started", "baseline", "decision", "cases", "k",
+                "trials", "pass rate", "pass^k", "named"):  # fmt: skip
         table.add_column(col, no_wrap=col != "named")
     for r in rows:
         c = r.candidate
         table.add_row(r.run_id, r.release, r.system_digest[7:19],
-                      f"{r.created_at:%Y-%m-%d %H:%M}", r.verdict or "not decided", str(r.k),
+                      f"{r.created_at:%Y-%m-%d %H:%M}", r.baseline or "—",
+                      r.verdict or "not decided",
+                      str(r.cases) + ("*" if r.partial else ""),
+                      str(r.k), str(c.trials) if c else "—",
                       ci(c.pass_rate if c else None), ci(c.pass_hat_k if c else None),
                       str(len(r.named_cases)) if r.verdict else "")  # fmt: skip
     out.print(table, markup=False, highlight=False)
+    for r in rows:
+        if r.partial:
+            out.print(f"* {r.run_id} is partial ({r.partial}): kept off the release trend",
+                      highlight=False)  # fmt: skip
     if not rows:
         err.print("no runs" + (f" of release {release}" if release else ""), highlight=False)

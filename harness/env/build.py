@@ -307,6 +307,19 @@ def build_env(src: EnvSource) -> BuiltEnv:
     return built
 
 
+def _spelling(lock: Path, req: Path, base: Path) -> str | None:
+    """Return how an existing ``lock`` names ``req`` in its ``-r`` comments, if it does."""
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for name in re.findall(r"^\s*#.*-r (\S+)$", text, flags=re.M):
+        for root in (lock.parent, base):
+            if (root / name).resolve() == req.resolve():
+                return str(name)
+    return None
+
+
 def compile_lock(src: EnvSource) -> Path:
     """Write ``src``'s lock from its ``requirements`` with ``uv pip compile --generate-hashes``.
 
@@ -328,6 +341,7 @@ def compile_lock(src: EnvSource) -> Path:
     interp = find_interpreter(src)
     out = src.lock_path
     out.parent.mkdir(parents=True, exist_ok=True)
+    spelled = _spelling(out, req, src.base)
     _uv(
         src,
         [
@@ -344,5 +358,18 @@ def compile_lock(src: EnvSource) -> Path:
         ],
         f"locking {req}",
     )
+    # uv names the input as it was given (relative to where harness ran). Keep the lock's
+    # own spelling of it (or name it relative to the lock), so re-locking an unchanged
+    # input on a clean checkout reproduces the lock byte for byte.
+    text = out.read_text(encoding="utf-8")
+    relative = spelled or os.path.relpath(req.resolve(), out.parent.resolve())
+
+    def _named(m: re.Match[str]) -> str:
+        same = Path(m.group(2)).resolve() == req.resolve()
+        return m.group(1) + (relative if same else m.group(2))
+
+    fixed = re.sub(r"^(\s*#.*-r )(\S+)$", _named, text, flags=re.M)
+    if fixed != text:
+        out.write_text(fixed, encoding="utf-8")
     read_lock(src)
     return out

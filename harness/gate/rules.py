@@ -121,6 +121,32 @@ def regressed_cases(comp: Comparison, critical: Sequence[str]) -> list[str]:
     return [r.case_id for r in rows]
 
 
+def _drop(x: float | None, what: str) -> str:
+    """Name a mean change: a drop when positive, a gain when negative (never a negative drop)."""
+    if x is None:
+        return f"{what} change n/a"
+    if x < 0:
+        return f"{what} gain {-x:.3f}"
+    return f"{what} drop {x:.3f}"
+
+
+def _alone(comp: Comparison, cases: Sequence[str], alpha: float) -> str:
+    """One sentence on the worst case the set-level rule calls noise, and why."""
+    rows = {r.case_id: r for r in comp.rows}
+    worst = next((rows[c] for c in cases if c in rows), None)
+    if worst is None or worst.candidate is None or worst.baseline is None:
+        return ""
+    cand, base = worst.candidate, worst.baseline
+    p = "n/a" if worst.p_diagnostic is None else f"{worst.p_diagnostic:.3g}"
+    return (
+        f"; {worst.case_id} went {base.passes}/{base.n} → {cand.passes}/{cand.n}, which this "
+        f"set cannot tell from noise (that case alone: exact p = {p}; the rule tests all "
+        f"{len(comp.compared)} cases together at α = {alpha}): it detects a drop spread over "
+        "several cases, a case going all-pass → all-fail, or any significant drop of a "
+        "critical case, not one non-critical case's partial drop"
+    )
+
+
 _NEXT = (
     "next: open these cases' failing trials in the report (Evidence), compare with the "
     "baseline's, and re-run them with `--case` if an environment problem is suspected"
@@ -149,8 +175,9 @@ def rule_regression(
         "rule_version": GATE_RULE_VERSION,
     }
     what = (
-        f"mean pass-rate drop {fmt_signed(res.mean_drop)}, pass^{comp.k} drop "
-        f"{fmt_signed(res.mean_hat_drop)}, {len(res.broken_cases)} case(s) all-pass → all-fail; "
+        f"mean {_drop(res.mean_drop, 'pass-rate')}, mean "
+        f"{_drop(res.mean_hat_drop, f'pass^{comp.k}')}, {len(res.broken_cases)} case(s) "
+        "all-pass → all-fail; "
         f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
         f"{res.broken.p_value:.3g}"
     )
@@ -164,8 +191,7 @@ def rule_regression(
                 f"critical case {cid!r} "
                 + ("broke (all-pass → all-fail)" if cid in res.broken_cases else "dropped")
                 + " significantly: exact p = "
-                f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}; "
-                f"{_NEXT}",
+                f"{res.critical_p[cid]:.3g}, within the family-wise α = {policy.alpha}",
                 case_id=cid,
                 **data,
             )
@@ -184,7 +210,10 @@ def rule_regression(
             )
         )
     elif res.outcome == "fail":
-        pass  # a critical case failed it; the set-level tests said nothing more
+        # a critical case failed it; the set-level tests said nothing more. The next step
+        # is said once, on the last critical reason.
+        last = out[-1]
+        out[-1] = last.model_copy(update={"message": f"{last.message}; {_NEXT}"})
     elif res.rejected_warn or set_rejected:
         why = (
             "significant but below the policy's magnitude "
@@ -208,7 +237,8 @@ def rule_regression(
                 "no_significant_regression",
                 "info",
                 f"no significant regression ({what})"
-                + (f"; cases that did worse, within noise: {list_names(cases)}" if cases else ""),
+                + (f"; cases that did worse, within noise: {list_names(cases)}" if cases else "")
+                + _alone(comp, cases, policy.alpha),
                 **data,
             )
         )

@@ -29,6 +29,7 @@ from harness.frozen import Frozen as _Frozen
 from harness.gate.decide import Decision, Reason
 from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
+from harness.report.reference import is_reference_edit, reference_paths
 from harness.report.usage import (
     ModelCost,
     VerifyCost,
@@ -88,6 +89,8 @@ class ArmCase(_Frozen):
     verify: VerifyCost | None = None
     tampered: int = 0
     """Trials with tampering (protected paths the agent changed: restored, flagged)."""
+    seconds: float = 0.0
+    """Agent plus verifier wall seconds of the case's trials, every attempt."""
     left_out: int = 0
     """Trials whose agent added files under protected paths (left out; a neutral note)."""
 
@@ -203,7 +206,11 @@ class Evidence(_Frozen):
     claimed_success: bool | None
     paths: tuple[PathRef, ...]
     tampering: tuple[str, ...] = ()
-    """Protected paths the agent changed (restored and flagged), over every attempt."""
+    """Protected paths the agent changed beyond what the case's reference changes
+    (restored and flagged), over every attempt."""
+    reference_edits: tuple[str, ...] = ()
+    """Protected paths the agent changed that the case's reference solution changes too
+    (restored, not flagged: the task asked for such an edit)."""
     left_out: tuple[str, ...] = ()
     """Files the agent added under protected paths, left out of the verifier's tree."""
 
@@ -356,6 +363,12 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
                    verify=verify_cost(records))  # fmt: skip
 
 
+def _seconds(records: Sequence[RunRecord]) -> float:
+    return sum(
+        ph.duration_s for r in records for a in r.attempts for ph in (a.agent, a.verifier) if ph
+    )
+
+
 def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
     return tuple(
         AttemptView(
@@ -372,7 +385,7 @@ def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
 
 
 def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
-              excerpts: _Excerpts) -> Evidence:  # fmt: skip
+              excerpts: _Excerpts, expected: frozenset[str] = frozenset()) -> Evidence:  # fmt: skip
     last = rec.attempts[-1]
     bound, phase = None, None
     for ph in (last.verifier, last.agent):
@@ -398,6 +411,7 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         if ref is not None:
             refs.append(ref)
     claim = last.claim
+    touched = ordered_union(rec.attempts, "tampering")
     return Evidence(
         anchor=anchor, arm=arm, case_id=rec.key.case_id, trial=rec.key.trial,
         kind=_KIND[rec.outcome], outcome=rec.outcome, failure_type=rec.verdict.failure_type,
@@ -411,7 +425,9 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         attempts=_attempt_views(rec), stop_reason=rec.stop_reason,
         claim_status=claim.status if claim else None,
         claimed_success=claim.claimed_success if claim else None,
-        paths=tuple(refs), tampering=ordered_union(rec.attempts, "tampering"),
+        paths=tuple(refs),
+        tampering=tuple(p for p in touched if not is_reference_edit(p, expected)),
+        reference_edits=tuple(p for p in touched if is_reference_edit(p, expected)),
         left_out=ordered_union(rec.attempts, "left_out"),
     )  # fmt: skip
 
@@ -433,14 +449,19 @@ def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
 
 
 def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[RunRecord],
-              claims: ClaimStats | None) -> ArmCase:  # fmt: skip
+              claims: ClaimStats | None,
+              expected: frozenset[str] = frozenset()) -> ArmCase:  # fmt: skip
     return ArmCase(
         summary=summary,
         marks=marks,
         claims=claims,
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
         model=model_cost(records), verify=verify_cost(records) if records else None,
-        tampered=sum(any(a.tampering for a in r.attempts) for r in records),
+        tampered=sum(
+            any(not is_reference_edit(t, expected) for a in r.attempts for t in a.tampering)
+            for r in records
+        ),
+        seconds=_seconds(records),
         left_out=sum(any(a.left_out for a in r.attempts) for r in records),
     )  # fmt: skip
 
@@ -517,6 +538,7 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         | ({r.case_id for r in dec.comparison.rows} if dec.comparison else set())
     )
     index = {cid: i for i, cid in enumerate(case_ids)}
+    expected = reference_paths(project.cases_dir, release.cases)
 
     def arm_views(arm: ArmKey, summaries: dict[str, CaseSummary]) -> dict[str, ArmCase]:
         out: dict[str, ArmCase] = {}
@@ -530,7 +552,7 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
                 anchor = None
                 if r.outcome is not Outcome.PASS:
                     anchor = _anchor(arm, index.get(cid, 0), r.key.trial)
-                    ev = _evidence(r, arm, anchor, paths, excerpts)
+                    ev = _evidence(r, arm, anchor, paths, excerpts, expected.get(cid, frozenset()))
                     pending.setdefault(ev.kind, []).append(ev)
                 marks.append(Mark(trial=r.key.trial, outcome=r.outcome,
                                   failure_type=r.verdict.failure_type,
@@ -541,7 +563,8 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
                     case_id=cid, arm=arm, anchor=f"{_anchor(arm, index.get(cid, 0))}-{kind}",
                     trials=len(recs), items=tuple(items),
                     failure_types=dict(sorted(types.items()))))  # fmt: skip
-            out[cid] = _arm_case(summary, tuple(marks), recs, claims.get(cid))
+            out[cid] = _arm_case(summary, tuple(marks), recs, claims.get(cid),
+                                 expected.get(cid, frozenset()))  # fmt: skip
         return out
 
     cand = arm_views("candidate", {c.case_id: c for c in dec.candidate.cases})

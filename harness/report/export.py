@@ -18,7 +18,14 @@ from harness.errors import ConfigError
 from harness.report.data import ReportData
 from harness.store.records import RunRecord
 
-__all__ = ["CASE_COLUMNS", "TRIAL_COLUMNS", "case_rows", "trial_rows", "write_table"]
+__all__ = [
+    "CASE_COLUMNS",
+    "TRIAL_COLUMNS",
+    "case_rows",
+    "table_bytes",
+    "trial_rows",
+    "write_table",
+]
 
 Table = Literal["trials", "cases"]
 TableFormat = Literal["csv", "parquet"]
@@ -104,6 +111,12 @@ def _parquet(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> bytes:
     return data
 
 
+def table_bytes(rows: Sequence[dict[str, Any]], columns: Sequence[str],
+                fmt: TableFormat) -> bytes:  # fmt: skip
+    """Return ``rows`` as CSV or Parquet bytes (Parquet needs pyarrow: a ConfigError)."""
+    return _csv(rows, columns) if fmt == "csv" else _parquet(rows, columns)
+
+
 def write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: TableFormat,
                 path: Path) -> Path:  # fmt: skip
     """Write ``rows`` as CSV or Parquet to ``path`` (atomically).
@@ -113,5 +126,4 @@ def write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: Tab
     """
     from harness.report.folder import write_file
 
-    body = _csv(rows, columns) if fmt == "csv" else _parquet(rows, columns)
-    return write_file(path, body, "--output")
+    return write_file(path, table_bytes(rows, columns, fmt), "--output")

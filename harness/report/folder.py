@@ -249,10 +249,23 @@ def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber,
 
 
 def write_file(path: Path, data: bytes, option: str) -> Path:
-    """Atomically (re)write ``path``; a bad destination is a ConfigError naming it."""
+    """Atomically (re)write ``path``; a bad destination is a ConfigError naming it.
+
+    A path that exists and is not a regular file (``/dev/stdout``, a symlink, a named pipe,
+    a device) is written through, never renamed onto: the rename would replace the
+    device or link itself with a regular file.
+    """
     if path.is_dir():
         raise ConfigError("is a directory; expected a file path to write", file=path,
                           field=option)  # fmt: skip
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        try:
+            with path.open("wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise ConfigError(f"cannot write here: {exc.strerror or exc}", file=path,
+                              field=option) from None  # fmt: skip
+        return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -19,9 +19,10 @@ from pydantic import ValidationError
 
 from harness.decision import RunDecision
 from harness.frozen import Frozen as _Frozen
-from harness.gate.stats import ArmSummary, MeanCI
+from harness.gate.stats import MeanCI
 from harness.report.data import gate_named_cases
 from harness.report.html import Plot, Shape
+from harness.report.summary import ArmTrend, CaseTrend, RunSummary
 from harness.store.store import Store
 
 __all__ = [
@@ -32,68 +33,12 @@ __all__ = [
     "RunsDocument",
     "case_trend_plot",
     "list_runs",
+    "mark_partial",
     "release_trend_plot",
     "render_history",
     "summary_from_decision",
     "write_summary",
 ]
-
-
-class ArmTrend(_Frozen):
-    """One arm of a run, aggregated: counts and the estimates with 95% intervals."""
-
-    trials: int
-    passes: int
-    fails: int
-    infra_errors: int
-    evaluator_errors: int
-    pass_rate: MeanCI
-    pass_hat_k: MeanCI
-    """pass^k: share of cases whose k trials all passed, mean over cases."""
-    pass_at_k: MeanCI
-
-    @classmethod
-    def of(cls, s: ArmSummary) -> ArmTrend:
-        """Reduce a gate arm summary."""
-        return cls(trials=s.trials, passes=s.passes, fails=s.fails, infra_errors=s.infra_errors,
-                   evaluator_errors=s.evaluator_errors, pass_rate=s.pass_rate,
-                   pass_hat_k=s.pass_hat_k, pass_at_k=s.pass_at_k)  # fmt: skip
-
-
-class CaseTrend(_Frozen):
-    """One case of the candidate arm of a run."""
-
-    n: int
-    """Judged trials."""
-    pass_rate: float | None
-    pass_hat_k: float | None
-    label: str
-
-
-class RunSummary(_Frozen):
-    """What the history needs of one decided run (``runs/<run_id>/summary.json``)."""
-
-    schema_version: Literal[1] = 1
-    run_id: str
-    release: str
-    system_digest: str
-    task_set: str
-    k: int
-    baseline: str | None
-    created_at: dt.datetime
-    """When the run started (its release record)."""
-    decided_at: dt.datetime
-    verdict: str
-    headline: str
-    candidate: ArmTrend
-    baseline_arm: ArmTrend | None
-    """The baseline re-executed in this run, when it was."""
-    named_cases: tuple[str, ...]
-    """Cases the gate names (regressions, broken, critical)."""
-    cases: dict[str, CaseTrend]
-    baseline_replayed: bool = False
-    """The baseline arm was replayed from recorded model responses: the candidate was
-    compared with the stored baseline, the replayed arm checked drift only."""
 
 
 class RunListing(_Frozen):
@@ -113,6 +58,11 @@ class RunListing(_Frozen):
     named_cases: tuple[str, ...]
     report: str | None
     """The run's report page, relative to the reports folder, when it exists."""
+    cases: int = 0
+    """Cases the run planned (scored and judgment lane)."""
+    partial: str | None = None
+    """Why the run is partial (fewer cases, or a smaller k, than the fullest run of its
+    task set): kept off the release trend. None: a full run."""
 
 
 class RunsDocument(_Frozen):
@@ -167,8 +117,8 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
     summaries: dict[str, RunSummary] = {}
     for run_id in store.run_ids():
         s = read_summary(store, run_id)
+        rec = store.release(run_id)
         if s is None:
-            rec = store.release(run_id)
             base = dict(release=rec.release, system_digest=rec.system_digest,
                         task_set=rec.task_set, k=rec.k, baseline=rec.baseline,
                         created_at=rec.created_at)  # fmt: skip
@@ -185,9 +135,26 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
             run_id=run_id, **base,
             verdict=s.verdict if s else None, decided_at=s.decided_at if s else None,
             candidate=s.candidate if s else None, named_cases=s.named_cases if s else (),
-            report=page))  # fmt: skip
+            report=page, cases=len(rec.cases)))  # fmt: skip
     rows.sort(key=lambda r: (r.created_at, r.run_id))
-    return rows, summaries
+    return mark_partial(rows), summaries
+
+
+def mark_partial(rows: Sequence[RunListing]) -> list[RunListing]:
+    """Mark the runs with fewer cases, or a smaller k, than the fullest run of their task set."""
+    full: dict[str, tuple[int, int]] = {}
+    for r in rows:
+        full[r.task_set] = max(full.get(r.task_set, (0, 0)), (r.cases, r.k))
+    marked = []
+    for r in rows:
+        cases, k = full[r.task_set]
+        why = None
+        if r.cases < cases:
+            why = f"{r.cases} of {cases} cases"
+        elif r.k < k:
+            why = f"k={r.k} (full runs k={k})"
+        marked.append(r.model_copy(update={"partial": why}))
+    return marked
 
 
 # ----------------------------------------------------------------------------- plots
@@ -293,14 +260,15 @@ def render_history(rows: Sequence[RunListing], summaries: dict[str, RunSummary])
     loader = env.loader
     assert loader is not None
     style, _, _ = loader.get_source(env, "report.css")
-    releases: dict[str, list[RunSummary]] = {}
-    for r in rows:
-        if r.run_id in summaries:
-            releases.setdefault(r.release, []).append(summaries[r.run_id])
-    figures = [(rel, release_trend_plot(rel, runs), case_trend_plot(rel, runs))
-               for rel, runs in sorted(releases.items())]  # fmt: skip
+    from harness.report.trend import release_heat_map, release_trend
+
+    # rows are oldest first; partial runs stay in the table, off the trend
+    full = [summaries[r.run_id] for r in rows if r.run_id in summaries and not r.partial]
+    baselines = sorted({s.baseline for s in full if s.baseline})
+    trend = (release_trend(full), release_heat_map(full)) if full else None
     return env.get_template("history.html.j2").render(
-        rows=list(reversed(rows)), figures=figures, style=style,
+        rows=list(reversed(rows)), trend=trend, baselines=baselines, style=style,
+        partial=sum(1 for r in rows if r.partial),
         generated_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
 

@@ -124,6 +124,10 @@ def forest_plot(arms: Sequence[ArmView]) -> Plot:
                 tuple(shapes), legend)  # fmt: skip
 
 
+MAX_DELTA_LABELS = 12
+"""Case names written beside the bars of the per-case change plot."""
+
+
 def delta_plot(cases: Sequence[CaseView]) -> Plot | None:
     """Per-case paired difference in pass rate (candidate - baseline), sorted."""
     rows = sorted(((c.delta_pass_rate, c.case_id, c) for c in cases
@@ -150,9 +154,23 @@ def delta_plot(cases: Sequence[CaseView]) -> Plot | None:
         shapes.append(Shape("rect", x=left + i * step, y=y, w=bar, h=h, cls=cls,
                             title=f"{cid}: Δ pass rate {d:+.3f}"
                                   + (" (regression)" if c.regression else "")))  # fmt: skip
+    # Name the cases that changed beside their bars (a screenshot shows no hover text);
+    # past MAX_DELTA_LABELS the largest changes are named.
+    changed = sorted((i for i, row in enumerate(rows) if row[0] != 0),
+                     key=lambda i: -abs(rows[i][0]))[:MAX_DELTA_LABELS]  # fmt: skip
+    for i in changed:
+        d, cid, _ = rows[i]
+        end = y_of(d)
+        shapes.append(Shape("text", x=left + i * step + bar / 2, y=end + (12 if d < 0 else -4),
+                            text=cid[:24], cls="tick caselabel", anchor="middle"))  # fmt: skip
     shapes.append(Shape("line", x=left, y=mid, x2=width - right, y2=mid, cls="axis"))
+    named = (
+        "changed cases named"
+        if len(changed) == sum(1 for r in rows if r[0] != 0)
+        else (f"the {len(changed)} largest changes named")
+    )
     shapes.append(Shape("text", x=left, y=height - 6, text=f"{len(rows)} compared cases, "
-                        "sorted by Δ; hover a bar for its case", cls="tick"))  # fmt: skip
+                        f"sorted by Δ; {named}", cls="tick"))  # fmt: skip
     return Plot(width, height, "Per-case Δ pass rate (candidate - baseline)", tuple(shapes),
                 (("neg", "candidate worse"), ("pos", "candidate better"),
                  ("reg", "regression (was all-pass)")))  # fmt: skip

@@ -3,19 +3,22 @@
 One ``<testsuite>`` for the candidate (a second one for the re-executed baseline only when
 asked: it is context, not the thing under test). A case's testcase is
 
-* ``<failure>`` only when the gate names the case: a regression against the baseline, a
-  broken case (all-pass → all-fail), a critical case, or any reason whose data names it.
-  A flaky case with one failed trial that the gate accepts is not a failed test;
+* ``<failure>`` only when the gate's verdict is FAIL or WARN *because of the case*: a
+  ``fail`` or ``warn`` reason names it (its ``case_id``, or its ``cases`` list when it
+  names no single case). A case the gate mentions at info level (a regression within
+  noise, a flip within the budget) is not a failed test: the mention goes to
+  ``<system-out>`` and the ``gate.info`` property, so a PASS gate is never a red test;
 * ``<skipped>`` for a case without any trial, a baseline case that was not re-executed,
   and judgment-lane cases (run, never scored);
 * passed otherwise.
 
-Every testcase carries its trials' outcomes as ``<properties>`` (``trial.<i>`` = outcome
-and failure type, plus pass rate, pass^k and label), and every trial that did not pass is
-listed in ``<system-out>`` with its reason and its evidence file in the report folder.
-The gate's verdict and reasons are ``<properties>`` of every suite, so a CI viewer that
-only reads JUnit still sees why the run passed or failed. Built with ElementTree, which
-escapes every text and attribute.
+Every testcase carries ``time`` (agent plus verifier seconds of its trials) and its
+trials' outcomes as ``<properties>`` (``trial.<i>`` = outcome and failure type, plus pass
+rate, pass^k and label), and every trial that did not pass is listed in ``<system-out>``
+with its reason and its evidence file in the report folder. Every suite carries the run's
+start as ``timestamp`` and the gate's verdict and reasons as ``<properties>``, so a CI
+viewer that only reads JUnit still sees why the run passed or failed. Built with
+ElementTree, which escapes every text and attribute.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+from harness.gate.decide import Reason
 from harness.report.data import ArmCase, CaseView, EvidenceGroup, ReportData
 
-__all__ = ["render_junit"]
+__all__ = ["gate_blame", "render_junit"]
 
 # Characters XML 1.0 cannot carry at all (control characters, lone surrogates, U+FFFE/F).
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -40,9 +44,32 @@ def _rate(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
+def _names(r: Reason) -> list[str]:
+    """Return the cases a reason is about: its ``case_id``, else its ``cases`` list."""
+    if "case_id" in r.data:
+        return [str(r.data["case_id"])]
+    cases = r.data.get("cases")
+    return [str(c) for c in cases] if isinstance(cases, list | tuple) else []
+
+
+def gate_blame(data: ReportData) -> tuple[dict[str, list[Reason]], dict[str, list[Reason]]]:
+    """Split the reasons naming each case: (warn/fail reasons, info reasons).
+
+    The first map is empty unless the verdict is FAIL or WARN: only then does a case fail
+    as a test. Blocked runs fail no case (the environment, not a case, stopped them).
+    """
+    blame: dict[str, list[Reason]] = {}
+    info: dict[str, list[Reason]] = {}
+    for r in data.reasons:
+        serious = r.severity in ("warn", "fail") and data.verdict in ("warn", "fail")
+        for cid in _names(r):
+            (blame if serious else info).setdefault(cid, []).append(r)
+    return blame, info
+
+
+def _fail_message(c: CaseView, ac: ArmCase, arm: str, blame: list[Reason]) -> str:
     s = ac.summary
-    named = ("named by the gate: " + ", ".join(c.named_by)) if c.named_by else ""
+    named = "; ".join(f"{r.severity.upper()} {r.code}" for r in blame)
     types: dict[str, int] = {}
     for m in ac.marks:
         if m.failure_type is not None and m.outcome.value == "fail":
@@ -64,7 +91,7 @@ def _fail_message(c: CaseView, ac: ArmCase, arm: str) -> str:
     if c.critical:
         parts.append("critical case")
     if named:
-        parts.insert(0, named)
+        parts.insert(0, "the gate names this case: " + named)
     return "; ".join(parts)
 
 
@@ -89,7 +116,7 @@ def _details(groups: list[EvidenceGroup]) -> str:
     return "\n".join(lines)
 
 
-def _trial_properties(tc: ET.Element, ac: ArmCase) -> None:
+def _trial_properties(tc: ET.Element, ac: ArmCase) -> ET.Element:
     s = ac.summary
     props = ET.SubElement(tc, "properties")
     for m in ac.marks:
@@ -100,10 +127,16 @@ def _trial_properties(tc: ET.Element, ac: ArmCase) -> None:
     for name, value in (("pass_rate", _rate(s.pass_rate)), (f"pass^{s.k}", _rate(s.pass_hat_k)),
                         (f"pass@{s.k}", _rate(s.pass_at_k)), ("label", s.label)):  # fmt: skip
         ET.SubElement(props, "property", name=name, value=value)
+    return props
 
 
 def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[str, int]:
-    suite = ET.SubElement(root, "testsuite", name=f"{arm}: {release}")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name=f"{arm}: {release}",
+        timestamp=data.release.created_at.isoformat(timespec="seconds"),
+    )
     props = ET.SubElement(suite, "properties")
     for name, value in (
         ("verdict", data.verdict), ("run_id", data.run_id), ("release", release),
@@ -115,9 +148,11 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
         ET.SubElement(props, "property", name=name, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     evidence = _evidence_index(data)
+    blame, info = gate_blame(data) if arm == "candidate" else ({}, {})
     for c in data.cases:
         ac = c.candidate if arm == "candidate" else c.baseline
-        tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id)
+        tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id,
+                           time=f"{ac.seconds if ac is not None else 0.0:.3f}")  # fmt: skip
         counts["tests"] += 1
         if ac is None or ac.summary.trials == 0:
             ET.SubElement(tc, "skipped", message=f"no trials of this case in the {arm}")
@@ -133,13 +168,21 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
                           "baseline results")  # fmt: skip
             counts["skipped"] += 1
             continue
-        _trial_properties(tc, ac)
+        notes = info.get(c.case_id, [])
+        props = _trial_properties(tc, ac)
+        if notes:
+            ET.SubElement(props, "property", name="gate.info",
+                          value=", ".join(r.code for r in notes))  # fmt: skip
         s = ac.summary
         details = _details(evidence.get((c.case_id, arm), []))
+        if notes:
+            details = "\n".join(
+                [*(f"gate (info, not a failure): {r.message}" for r in notes), details]
+            ).rstrip("\n")
         # Only the candidate is judged by the gate; a baseline case is context, never failed.
-        if arm == "candidate" and c.named_by:
-            el = ET.SubElement(tc, "failure", message=_fail_message(c, ac, arm),
-                               type=c.named_by[0])  # fmt: skip
+        if c.case_id in blame:
+            el = ET.SubElement(tc, "failure", type=blame[c.case_id][0].code,
+                               message=_fail_message(c, ac, arm, blame[c.case_id]))  # fmt: skip
             el.text = details
             counts["failures"] += 1
         out = ET.SubElement(tc, "system-out")
@@ -149,7 +192,8 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
                     f"label {s.label}" + (f"\n{details}" if details else ""))  # fmt: skip
     if arm == "candidate":
         for j in data.judgment:
-            tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id)
+            tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id,
+                               time="0.000")  # fmt: skip
             ET.SubElement(tc, "skipped", message=(
                 f"judgment lane: {len(j.marks)} trials run, never scored"))  # fmt: skip
             counts["tests"] += 1
@@ -161,7 +205,7 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
     for key, count in counts.items():
         suite.set(key, str(count))
     suite.set("time", f"{seconds:.3f}")
-    return counts
+    return {**counts, "time": round(seconds * 1000)}
 
 
 def render_junit(data: ReportData, *, baseline: bool = False) -> bytes:
@@ -170,15 +214,17 @@ def render_junit(data: ReportData, *, baseline: bool = False) -> bytes:
     ``baseline`` adds the re-executed baseline as a second suite (never failed: context).
     """
     root = ET.Element("testsuites", name=f"harness {data.run_id}")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0}
     arms = [("candidate", data.release.release)]
     if baseline and data.arm("baseline") is not None:
         arms.append(("baseline", data.release.baseline or "baseline"))
     for arm, release in arms:
         for key, count in _suite(root, data, arm, release).items():
             totals[key] += count
+    millis = totals.pop("time")
     for key, count in totals.items():
         root.set(key, str(count))
+    root.set("time", f"{millis / 1000:.3f}")
     for el in root.iter():
         if el.text:
             el.text = _clean(el.text)

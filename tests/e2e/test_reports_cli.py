@@ -44,13 +44,12 @@ def test_history_page_after_three_runs_of_two_releases(three_runs):
     assert [r[0] for r in rows] == list(reversed(ids))  # newest first
     assert [r[1] for r in rows] == ["good", "bad", "good"]
     assert all(r[2] in ("pass", "warn", "fail", "blocked") for r in rows)
-    assert sorted(re.findall(r'<section class="release-trend" data-release="([^"]+)"', page)) == [
-        "bad",
-        "good",
-    ]
-    good = page.split('data-release="good">', 1)[1]
-    assert good.count('class="pt a-c') == 2  # one point per run of the release
-    assert "per-case pass rate per run" in good
+    # One trend across release names, by start time: a point per full run, labelled.
+    trend = page.split('id="trend"', 1)[1].split("</section>", 1)[0]
+    assert trend.count('class="pt a-c') == 3
+    assert re.findall(r'class="tick xrel"[^>]*>([^<]+)<', trend)[:3] == ["good", "bad", "good"]
+    assert "Cases × releases" in trend
+    assert len(re.findall(r'<i class="heat h', trend)) == 6  # every colour named
     for run_id in ids:
         assert f'href="{run_id}/index.html"' in page
     assert str(root) not in page

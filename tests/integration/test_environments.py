@@ -368,3 +368,19 @@ def test_env_lock_writes_hashed_pins_and_env_build_prints_the_digest(tmp_path, l
     (root / "env" / "requirements.lock").write_text("iniconfig==2.1.0\n")
     refused = run(root, "env", "build")
     assert refused.returncode == 2 and "has no --hash" in refused.stderr
+
+
+def test_env_lock_on_a_clean_checkout_reproduces_the_shipped_locks_byte_for_byte(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    files = subprocess.run(["git", "ls-files", "harness.yaml", "env", "examples", "cases",
+                            "orchestration", "policy.yaml", "baselines"], cwd=repo,
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((repo / name).read_bytes())
+    shipped = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("requirements.lock"))
+    assert len(shipped) >= 2
+    done = run(tmp_path, "env", "lock")
+    assert done.returncode == 0, done.stderr
+    for rel in shipped:
+        assert (tmp_path / rel).read_bytes() == (repo / rel).read_bytes(), f"{rel} changed"

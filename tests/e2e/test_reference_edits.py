@@ -1,0 +1,45 @@
+"""A bundled case whose reference edits an existing test: honest work carries no badge."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import harness
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bundled_copy(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if name.startswith(("harness/", "tests/", "bench/", "docs/")):
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes((REPO / name).read_bytes())
+    return dest
+
+
+def test_reference_style_test_edits_are_noted_not_flagged(tmp_path):
+    root = _bundled_copy(tmp_path / "proj")
+    patch = (root / "cases" / "trailing-empty-field" / "reference.patch").read_text()
+    assert "+++ b/tests/test_records.py" in patch  # the reference edits a protected test
+    done = harness(root, "run", "--release", "candidate", "--k", "2", "--case",
+                   "trailing-empty-field", timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [folder] = [p for p in (root / "reports").iterdir() if (p / "report.json").is_file()]
+    doc = json.loads((folder / "report.json").read_text())
+    [case] = doc["cases"]
+    assert case["case_id"] == "trailing-empty-field"
+    trials = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    restored = [a["tampering"] for t in trials for a in t["attempts"] if a.get("tampering")]
+    assert restored, "the agent's test edit is still restored and recorded"
+    assert case["candidate"]["tampered"] == 0
+    assert "tampering" not in case["flags"]
+    page = (folder / "index.html").read_text()
+    assert "⚠ tampering" not in page
