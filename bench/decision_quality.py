@@ -618,6 +618,248 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
             print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
 
 
+# --------------------------------------------------------------------------- baseline pool
+#
+# A baseline pool (harness.pool) holds, per case, the promoted run's trials plus the live
+# baseline trials of later runs that passed the drift check against the pool. Each run
+# executes `live` baseline trials per case (the rest replayed or not run at all), checks
+# them against the pool for drift and compares the candidate with the pool plus them. The
+# conditional error a team lives with is conditional on the pool's frozen part; it shrinks
+# as the pool grows.
+
+
+def _drifted_n(
+    policy: Policy, c: np.ndarray, nc: np.ndarray, b: np.ndarray, nb: np.ndarray
+) -> bool:
+    """The drift family of harness.gate.drift_check on unequal arms (live c/nc vs pool b/nb)."""
+    bp = policy.baseline
+    within = within_case_test(c, nc, b, nb, alternative="two-sided")
+    broken = broken_count_test(c, nc, b, nb, alternative="two-sided")
+    shares = {
+        s.name: s.share
+        for s in allocate_alpha(
+            bp.drift_alpha,
+            [("drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken.min_p)])],
+        )
+    }
+    both = (nc > 0) & (nb > 0)
+    mean = float((c[both] / nc[both] - b[both] / nb[both]).mean()) if both.any() else 0.0
+    big = abs(mean) >= bp.drift_tolerance - 1e-12
+    flipped = shares["broken"] > 0 and broken.p_value <= shares["broken"]
+    return (shares["within"] > 0 and within.p_value <= shares["within"] and big) or flipped
+
+
+def pooled_verdict(
+    policy: Policy,
+    pool: np.ndarray,
+    pool_n: np.ndarray,
+    live: np.ndarray,
+    s: int,
+    cand: np.ndarray,
+    k: int,
+) -> str:
+    """The gate's verdict against a pool: drift of ``live`` (s per case) vs the pool, then
+    the candidate (k per case) against the pool plus ``live`` (``decide(..., pool=...)``)."""
+    nl = np.full(cand.size, s)
+    if s > 0 and _drifted_n(policy, live, nl, pool, pool_n):
+        return "blocked"
+    ref, ref_n = pool + live, pool_n + s
+    ids = [f"case-{i:03d}" for i in range(cand.size)]
+    n = np.full(cand.size, k)
+    th = policy.thresholds
+    res = policy_rule(policy, ids, cand, n, ref, ref_n, k=k)
+    if res.outcome == "fail":
+        return "fail"
+    if cand.sum() == 0:
+        return "fail"
+    if res.outcome == "warn":
+        return "warn"
+    at_risk = ref == ref_n
+    prior = beta_prior(ref, ref_n)
+    risks = [
+        flip_risk(int(x), int(m), k, prior)
+        for x, m in zip(ref[at_risk], ref_n[at_risk], strict=True)
+    ]
+    flips = int((at_risk & (cand < k)).sum())
+    cdf = np.cumsum(poisson_binomial_pmf(risks))
+    budget = max(
+        policy.regression_budget.floor,
+        int(np.searchsorted(cdf, policy.regression_budget.confidence - 1e-12)),
+    )
+    if flips > budget:
+        return "warn"
+    d = cand / k - ref / ref_n
+    if d.size >= 2 and th.non_inferiority != "info":
+        sd = float(d.std(ddof=1))
+        half = float(sps.t.ppf(1 - policy.alpha, d.size - 1)) * sd / math.sqrt(d.size)
+        low = float(d.mean()) - half
+        if low <= -th.non_inferiority_margin + 1e-12 and (
+            th.non_inferiority == "warn" or half < th.non_inferiority_margin / 2
+        ):
+            return "warn"
+    return "pass"
+
+
+def _grow(
+    policy: Policy, rng: np.random.Generator, p: np.ndarray, k: int, s: int, releases: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The pool after 0..releases runs: promoted k trials, then s live per run when they
+    pass the drift check against the pool (a drifted run's trials are not pooled)."""
+    pool, pool_n = rng.binomial(k, p), np.full(p.size, k)
+    out = [(pool.copy(), pool_n.copy())]
+    for _ in range(releases):
+        live = rng.binomial(s, p)
+        if s > 0 and not _drifted_n(policy, live, np.full(p.size, s), pool, pool_n):
+            pool, pool_n = pool + live, pool_n + s
+        out.append((pool.copy(), pool_n.copy()))
+    return out
+
+
+POOL_AGES = (0, 5)
+"""Pool ages (runs after promotion) of table (ii); the last is the target's."""
+
+
+def _pool_conditional(
+    args: tuple[str, int, int, int, int, int, int, int, Policy],
+) -> list[tuple[int, ...]]:
+    """Per pool: (FAIL, WARN, BLOCKED) over R unchanged releases, at each age of POOL_AGES."""
+    pop, n, k, s, start, stop, releases, seed, policy = args
+    p, _ = _population(pop, n)
+    rows = []
+    for m in range(start, stop):
+        pools = _grow(policy, _rng(seed, "pool", pop, n, k, s, m), p, k, s, max(POOL_AGES))
+        row: list[int] = []
+        for age in POOL_AGES:
+            pool, pool_n = pools[age]
+            rng = _rng(seed, "pool-releases", pop, n, k, s, m, age)
+            tally = Counter(
+                pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, rng.binomial(k, p), k)
+                for _ in range(releases)
+            )
+            row += [tally["fail"], tally["warn"], tally["blocked"]]
+        rows.append(tuple(row))
+    return rows
+
+
+def _pool_marginal(args: tuple[str, int, int, int, str, int, int, int, Policy]) -> list[int]:
+    """(fresh FAIL, WARN, BLOCKED, pool FAIL, WARN, BLOCKED) over fresh draws of everything;
+    the pool at age POOL_AGES[-1]."""
+    pop, n, k, s, scenario, start, stop, seed, policy = args
+    p, stable = _population(pop, n)
+    pc = _shape(p, stable, scenario)
+    out = [0] * 6
+    idx = {"fail": 0, "warn": 1, "blocked": 2}
+    for rep in range(start, stop):
+        rng = _rng(seed, "pool-marginal", pop, n, k, s, scenario, rep)
+        pool, pool_n = _grow(policy, rng, p, k, s, max(POOL_AGES))[-1]
+        stored, rexec, cand = rng.binomial(k, p), rng.binomial(k, p), rng.binomial(k, pc)
+        v = fast_verdict(policy, stored, rexec, cand, k, ())[0]
+        if v in idx:
+            out[idx[v]] += 1
+        w = pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, cand, k)
+        if w in idx:
+            out[3 + idx[w]] += 1
+    return out
+
+
+def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
+    """Print the baseline-pool tables (docs/gate.md, "Baseline pool")."""
+    pops = [x for x in ("realistic", "very flaky") if not ns.only or ns.only in x]
+    lives = [int(x) for x in ns.live.split(",")]
+    alpha = policy.alpha
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
+        cond_keys = [
+            (pop, n, 5, s) for pop in pops for n in (20, 50) for s in lives if "2" in ns.tables
+        ]
+        cond_jobs = [
+            (key, (*key, lo, hi, ns.releases, ns.seed, policy))
+            for key in cond_keys
+            for lo, hi in _chunks(ns.stored_samples, 10)
+        ]
+        cond: dict[tuple[str, int, int, int], list[tuple[int, ...]]] = {
+            key: [] for key in cond_keys
+        }
+        for (key, _), rows in zip(
+            cond_jobs, pool.map(_pool_conditional, [a for _, a in cond_jobs]), strict=True
+        ):
+            cond[key] += rows
+        marg_keys = [
+            (pop, n, k, s, sc)
+            for pop in pops
+            for n, k in ((20, 5), (50, 5), (20, 3))
+            for s in lives
+            for sc in ("unchanged", "diffuse", "concentrated")
+            if "1" in ns.tables and s <= k
+        ]
+        marg_jobs = [
+            (key, (*key, lo, hi, ns.seed, policy))
+            for key in marg_keys
+            for lo, hi in _chunks(ns.reps, 250)
+        ]
+        marg: dict[tuple[str, int, int, int, str], np.ndarray] = {
+            key: np.zeros(6, dtype=int) for key in marg_keys
+        }
+        for (key, _), got in zip(
+            marg_jobs, pool.map(_pool_marginal, [a for _, a in marg_jobs]), strict=True
+        ):
+            marg[key] += np.array(got)
+    elapsed = time.perf_counter() - began
+    print(f"baseline pool: seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs\n")
+    if cond:
+        print(
+            f"(ii) conditional A/A false-FAIL rate given the pool: {ns.stored_samples} pools × "
+            f"{ns.releases} unchanged releases each, k = 5; a pool of age R holds the promoted "
+            "5 trials per case plus the live trials of R earlier runs (α = "
+            f"{alpha})\n"
+        )
+        print(
+            "| population | N | live per case | pool age (runs) | pool trials per case | "
+            "mean FAIL % | median | 90th pct | max | share of pools > 2α | mean WARN % | "
+            "mean BLOCKED % | target: 90th pct ≤ 2α, share > 2α ≤ 5 % |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, s), rows in cond.items():
+            arr = np.array(rows, dtype=float) / ns.releases
+            for a, age in enumerate(POOL_AGES):
+                v = arr[:, 3 * a]
+                q90, above = np.quantile(v, 0.9), (v > 2 * alpha).mean()
+                mark = "—"
+                if age == POOL_AGES[-1]:
+                    mark = "✅" if q90 <= 2 * alpha and above <= 0.05 else "❌"
+                print(
+                    f"| {pop} | {n} | {s} | {age} | {k + s * age} + {s} live | "
+                    f"{100 * v.mean():.1f} | {100 * np.median(v):.1f} | "
+                    f"{100 * q90:.1f} | {100 * v.max():.1f} | {100 * above:.1f} % | "
+                    f"{100 * arr[:, 3 * a + 1].mean():.1f} | {100 * arr[:, 3 * a + 2].mean():.1f} "
+                    f"| {mark} |"
+                )
+    if marg:
+        print(
+            f"\n(i) marginal rates, {ns.reps} replicates per row, pool of age "
+            f"{max(POOL_AGES)}; the same candidate draws in both columns\n"
+        )
+        print(
+            "| population | N | k | live per case | scenario | fresh re-run: FAIL % | WARN % | "
+            "BLOCKED % | pool: FAIL % | WARN % | BLOCKED % |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, s, sc), t in marg.items():
+            r = ns.reps
+            cells = " | ".join(_pct(int(x), r) for x in t)
+            print(f"| {pop} | {n} | {k} | {s} | {sc} | {cells} |")
+    if "3" in ns.tables:
+        print("\n(iii) baseline trials executed per release (N cases, k = 5)\n")
+        print(
+            "| live per case | live trials (agent + model + verifier) | replayed (verifier "
+            "only) with --model-replay | neither (taken from the pool) | live trials vs a "
+            "full re-run |"
+        )
+        print("|---|---|---|---|---|")
+        for s in lives:
+            print(f"| {s} | {s}·N | {5 - s}·N | {5 - s}·N | {100 * (1 - s / 5):.0f} % fewer |")
+
+
 def main() -> None:
     """Run the grid and print a Markdown table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -640,9 +882,19 @@ def main() -> None:
     parser.add_argument("--stored-samples", type=int, default=200, help="--replay: M")
     parser.add_argument("--releases", type=int, default=100, help="--replay: R per sample")
     parser.add_argument("--tables", default="123", help="--replay: which of (i)-(iii), e.g. 3")
+    parser.add_argument(
+        "--pool",
+        action="store_true",
+        help="the baseline-pool tables instead of the grid (--stored-samples pools)",
+    )
+    parser.add_argument("--live", default="1,2", help="--pool: live baseline trials per case")
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
+    if ns.pool:
+        print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
+        pool_tables(ns, policy)
+        return
     if ns.replay:
         print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
         replay_tables(ns, policy)

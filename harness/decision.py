@@ -19,7 +19,8 @@ from harness.exitcodes import ExitCode, for_verdict
 from harness.gate import Decision, decide
 from harness.opchar import baseline_summary
 from harness.planning import check_system_unchanged
-from harness.policy import Policy, load_policy, verify_policy
+from harness.policy import Policy, PoolPolicy, load_policy, verify_policy
+from harness.pool import append_run, run_pool_view
 from harness.project import Project
 from harness.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
 from harness.replay import baseline_replayed, replayed_baseline_flips
@@ -167,6 +168,44 @@ def _flips_note(trials: list[RunRecord], stored: list[RunRecord]) -> str:
     return text
 
 
+def _pool_arms(
+    store: Store,
+    record: ReleaseRecord,
+    policy: Policy,
+    promoted: list[RunRecord],
+    trials: list[RunRecord],
+    judgment: set[str],
+) -> tuple[ArmData, ArmData, str]:
+    """Return the pool this run is judged against, its live baseline arm and a report note."""
+    pool_policy = policy.baseline.pool or PoolPolicy(live_trials=record.k)
+    skip = judgment
+    view = run_pool_view(
+        store, record, [r for r in promoted if r.key.case_id not in skip], pool_policy
+    )
+    live = _arm(
+        trials, Arm.BASELINE, max(1, pool_policy.live_trials), record.baseline or "", judgment
+    )
+    note = view.describe() + "; per case:\n" + "\n".join(view.case_lines())
+    return view.arm, live, note
+
+
+def _grow_pool(
+    store: Store,
+    record: ReleaseRecord,
+    decision: Decision,
+    valid: bool,
+    trials: list[RunRecord],
+    judgment: set[str],
+) -> None:
+    """Add the run's live baseline trials to the pool when they passed the drift check."""
+    drift = decision.drift
+    if not valid or drift is None or not drift.compared or drift.detected:
+        return
+    live = [r for r in trials if r.key.arm is Arm.BASELINE and r.key.case_id not in judgment]
+    if live:
+        append_run(store, record, live)
+
+
 def decide_run(
     project: Project,
     store: Store,
@@ -240,6 +279,9 @@ def decide_run(
         stored_base = _arm(
             same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
         )
+        if record.baseline_pool is not None:
+            stored_base, base, note = _pool_arms(store, record, policy, same, trials, judgment)
+            notes.append(note)
         if replayed:
             notes.append(_flips_note(trials, same))
         # cache only: the simulation itself is `harness policy check`
@@ -259,7 +301,10 @@ def decide_run(
         critical_cases=record.critical_cases,
         operating_characteristics=oc_line,
         baseline_replayed=replayed,
+        baseline_pooled=record.baseline_pool is not None and stored_base is not None,
     )
+    if write and handle is not None and record.baseline_pool is not None:
+        _grow_pool(store, record, decision, valid, trials, judgment)
     judged_trials: dict[str, list[RunRecord]] = {}
     for r in trials:
         if r.key.case_id in judgment and r.key.arm is Arm.CANDIDATE:
