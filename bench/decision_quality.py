@@ -715,21 +715,17 @@ def _grow(
     return out
 
 
-POOL_AGES = (0, 5)
-"""Pool ages (runs after promotion) of table (ii); the last is the target's."""
-
-
 def _pool_conditional(
-    args: tuple[str, int, int, int, int, int, int, int, Policy],
+    args: tuple[str, int, int, int, int, int, int, int, Policy, tuple[int, ...]],
 ) -> list[tuple[int, ...]]:
-    """Per pool: (FAIL, WARN, BLOCKED) over R unchanged releases, at each age of POOL_AGES."""
-    pop, n, k, s, start, stop, releases, seed, policy = args
+    """Per pool: (FAIL, WARN, BLOCKED) over R unchanged releases, at each of ``ages``."""
+    pop, n, k, s, start, stop, releases, seed, policy, ages = args
     p, _ = _population(pop, n)
     rows = []
     for m in range(start, stop):
-        pools = _grow(policy, _rng(seed, "pool", pop, n, k, s, m), p, k, s, max(POOL_AGES))
+        pools = _grow(policy, _rng(seed, "pool", pop, n, k, s, m), p, k, s, max(ages))
         row: list[int] = []
-        for age in POOL_AGES:
+        for age in ages:
             pool, pool_n = pools[age]
             rng = _rng(seed, "pool-releases", pop, n, k, s, m, age)
             tally = Counter(
@@ -741,17 +737,19 @@ def _pool_conditional(
     return rows
 
 
-def _pool_marginal(args: tuple[str, int, int, int, str, int, int, int, Policy]) -> list[int]:
+def _pool_marginal(
+    args: tuple[str, int, int, int, str, int, int, int, Policy, int],
+) -> list[int]:
     """(fresh FAIL, WARN, BLOCKED, pool FAIL, WARN, BLOCKED) over fresh draws of everything;
-    the pool at age POOL_AGES[-1]."""
-    pop, n, k, s, scenario, start, stop, seed, policy = args
+    the pool at age ``age``."""
+    pop, n, k, s, scenario, start, stop, seed, policy, age = args
     p, stable = _population(pop, n)
     pc = _shape(p, stable, scenario)
     out = [0] * 6
     idx = {"fail": 0, "warn": 1, "blocked": 2}
     for rep in range(start, stop):
         rng = _rng(seed, "pool-marginal", pop, n, k, s, scenario, rep)
-        pool, pool_n = _grow(policy, rng, p, k, s, max(POOL_AGES))[-1]
+        pool, pool_n = _grow(policy, rng, p, k, s, age)[-1]
         stored, rexec, cand = rng.binomial(k, p), rng.binomial(k, p), rng.binomial(k, pc)
         v = fast_verdict(policy, stored, rexec, cand, k, ())[0]
         if v in idx:
@@ -766,6 +764,7 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
     """Print the baseline-pool tables (docs/gate.md, "Baseline pool")."""
     pops = [x for x in ("realistic", "very flaky") if not ns.only or ns.only in x]
     lives = [int(x) for x in ns.live.split(",")]
+    ages = tuple(int(x) for x in ns.ages.split(","))
     alpha = policy.alpha
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
@@ -773,7 +772,7 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
             (pop, n, 5, s) for pop in pops for n in (20, 50) for s in lives if "2" in ns.tables
         ]
         cond_jobs = [
-            (key, (*key, lo, hi, ns.releases, ns.seed, policy))
+            (key, (*key, lo, hi, ns.releases, ns.seed, policy, ages))
             for key in cond_keys
             for lo, hi in _chunks(ns.stored_samples, 10)
         ]
@@ -787,13 +786,13 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
         marg_keys = [
             (pop, n, k, s, sc)
             for pop in pops
-            for n, k in ((20, 5), (50, 5), (20, 3))
+            for n, k in ((20, 5), (50, 5), (20, 3))[: ns.shapes]
             for s in lives
             for sc in ("unchanged", "diffuse", "concentrated")
             if "1" in ns.tables and s <= k
         ]
         marg_jobs = [
-            (key, (*key, lo, hi, ns.seed, policy))
+            (key, (*key, lo, hi, ns.seed, policy, ages[-1]))
             for key in marg_keys
             for lo, hi in _chunks(ns.reps, 250)
         ]
@@ -821,11 +820,11 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for (pop, n, k, s), rows in cond.items():
             arr = np.array(rows, dtype=float) / ns.releases
-            for a, age in enumerate(POOL_AGES):
+            for a, age in enumerate(ages):
                 v = arr[:, 3 * a]
                 q90, above = np.quantile(v, 0.9), (v > 2 * alpha).mean()
                 mark = "—"
-                if age == POOL_AGES[-1]:
+                if age == ages[-1]:
                     mark = "✅" if q90 <= 2 * alpha and above <= 0.05 else "❌"
                 print(
                     f"| {pop} | {n} | {s} | {age} | {k + s * age} + {s} live | "
@@ -837,7 +836,7 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
     if marg:
         print(
             f"\n(i) marginal rates, {ns.reps} replicates per row, pool of age "
-            f"{max(POOL_AGES)}; the same candidate draws in both columns\n"
+            f"{ages[-1]}; the same candidate draws in both columns\n"
         )
         print(
             "| population | N | k | live per case | scenario | fresh re-run: FAIL % | WARN % | "
@@ -849,15 +848,12 @@ def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
             cells = " | ".join(_pct(int(x), r) for x in t)
             print(f"| {pop} | {n} | {k} | {s} | {sc} | {cells} |")
     if "3" in ns.tables:
-        print("\n(iii) baseline trials executed per release (N cases, k = 5)\n")
-        print(
-            "| live per case | live trials (agent + model + verifier) | replayed (verifier "
-            "only) with --model-replay | neither (taken from the pool) | live trials vs a "
-            "full re-run |"
-        )
+        print("\n(iii) baseline trials executed per release, k = 5 (the rest come from the pool)\n")
+        print("| live per case | N | executed per release | full re-run (k·N) | fewer |")
         print("|---|---|---|---|---|")
         for s in lives:
-            print(f"| {s} | {s}·N | {5 - s}·N | {5 - s}·N | {100 * (1 - s / 5):.0f} % fewer |")
+            for n in (20, 50):
+                print(f"| {s} | {n} | {s * n} | {5 * n} | {100 * (1 - s / 5):.0f} % |")
 
 
 def main() -> None:
@@ -888,6 +884,8 @@ def main() -> None:
         help="the baseline-pool tables instead of the grid (--stored-samples pools)",
     )
     parser.add_argument("--live", default="1,2", help="--pool: live baseline trials per case")
+    parser.add_argument("--ages", default="0,5", help="--pool: pool ages (runs) of table (ii)")
+    parser.add_argument("--shapes", type=int, default=3, help="--pool: (N, k) rows of (i)")
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
