@@ -58,7 +58,11 @@ class RunDecision:
         if hat is not None:
             parts.append(f"pass^{c.k} {hat:.3f}")
         d = self.decision
-        if d.baseline_replayed and d.stored_baseline is not None:
+        if d.baseline_pooled and d.stored_baseline is not None:
+            if d.stored_baseline.pass_rate.mean is not None:
+                ref = d.stored_baseline.pass_rate.mean
+                parts.append(f"baseline pool pass rate {ref:.3f}")
+        elif d.baseline_replayed and d.stored_baseline is not None:
             if d.stored_baseline.pass_rate.mean is not None:
                 ref = d.stored_baseline.pass_rate.mean
                 parts.append(f"stored baseline pass rate {ref:.3f} (baseline arm replayed)")
@@ -178,10 +182,8 @@ def _pool_arms(
 ) -> tuple[ArmData, ArmData, str]:
     """Return the pool this run is judged against, its live baseline arm and a report note."""
     pool_policy = policy.baseline.pool or PoolPolicy(live_trials=record.k)
-    skip = judgment
-    view = run_pool_view(
-        store, record, [r for r in promoted if r.key.case_id not in skip], pool_policy
-    )
+    scored = [r for r in promoted if r.key.case_id not in judgment]
+    view = run_pool_view(store, record, scored, pool_policy)
     live = _arm(
         trials, Arm.BASELINE, max(1, pool_policy.live_trials), record.baseline or "", judgment
     )
