@@ -20,6 +20,13 @@ counts), and a critical case whose p goes 1.0 → 0.2 (drawn; reported, no targe
 
 Rates carry Wilson 95 % intervals; targets are judged on the point estimates.
 
+``--pool`` prints the baseline-pool tables instead (docs/gate.md, "Baseline pool"): (ii)
+the false-FAIL rate conditional on a pool grown for ``--ages`` runs by ``--live`` live
+baseline trials per case, over ``--stored-samples`` pools × ``--releases`` unchanged
+releases; (i) marginal rates against a full fresh re-run, the same candidate draws; (iii)
+baseline trials executed per release. The gate on counts is
+:func:`harness.pool_rates.pooled_verdict` (property-tested against ``decide``).
+
 ``--replay`` prints the baseline-replay tables instead (docs/gate.md, "Baseline model
 replay"): (i) the candidate judged against the stored sample vs against a fresh re-run,
 the same draws; (ii) the false-FAIL rate conditional on one stored sample reused by
@@ -30,6 +37,8 @@ under replay with a flaky verifier, the gate's drift check beside an exact paire
         [--seed 20261201] [--only realistic] [--check-decide 20]
     python bench/decision_quality.py --replay [--reps 1000] [--stored-samples 200]
         [--releases 100] [--tables 123] [--only realistic] [--check-decide 5]
+    python bench/decision_quality.py --pool [--live 1,2] [--ages 0,5] [--stored-samples 200]
+        [--releases 100] [--reps 1000] [--shapes 3] [--tables 123]
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from harness.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate import decide
 from harness.opchar import wilson
 from harness.policy import Policy, load_policy
+from harness.pool_rates import live_drifted, pooled_verdict
 from harness.records import Outcome
 from harness.rules import policy_rule
 from harness.stats import ArmData
@@ -628,78 +638,6 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
 # as the pool grows.
 
 
-def _drifted_n(
-    policy: Policy, c: np.ndarray, nc: np.ndarray, b: np.ndarray, nb: np.ndarray
-) -> bool:
-    """The drift family of harness.gate.drift_check on unequal arms (live c/nc vs pool b/nb)."""
-    bp = policy.baseline
-    within = within_case_test(c, nc, b, nb, alternative="two-sided")
-    broken = broken_count_test(c, nc, b, nb, alternative="two-sided")
-    shares = {
-        s.name: s.share
-        for s in allocate_alpha(
-            bp.drift_alpha,
-            [("drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken.min_p)])],
-        )
-    }
-    both = (nc > 0) & (nb > 0)
-    mean = float((c[both] / nc[both] - b[both] / nb[both]).mean()) if both.any() else 0.0
-    big = abs(mean) >= bp.drift_tolerance - 1e-12
-    flipped = shares["broken"] > 0 and broken.p_value <= shares["broken"]
-    return (shares["within"] > 0 and within.p_value <= shares["within"] and big) or flipped
-
-
-def pooled_verdict(
-    policy: Policy,
-    pool: np.ndarray,
-    pool_n: np.ndarray,
-    live: np.ndarray,
-    s: int,
-    cand: np.ndarray,
-    k: int,
-) -> str:
-    """The gate's verdict against a pool: drift of ``live`` (s per case) vs the pool, then
-    the candidate (k per case) against the pool plus ``live`` (``decide(..., pool=...)``)."""
-    nl = np.full(cand.size, s)
-    if s > 0 and _drifted_n(policy, live, nl, pool, pool_n):
-        return "blocked"
-    ref, ref_n = pool + live, pool_n + s
-    ids = [f"case-{i:03d}" for i in range(cand.size)]
-    n = np.full(cand.size, k)
-    th = policy.thresholds
-    res = policy_rule(policy, ids, cand, n, ref, ref_n, k=k)
-    if res.outcome == "fail":
-        return "fail"
-    if cand.sum() == 0:
-        return "fail"
-    if res.outcome == "warn":
-        return "warn"
-    at_risk = ref == ref_n
-    prior = beta_prior(ref, ref_n)
-    risks = [
-        flip_risk(int(x), int(m), k, prior)
-        for x, m in zip(ref[at_risk], ref_n[at_risk], strict=True)
-    ]
-    flips = int((at_risk & (cand < k)).sum())
-    cdf = np.cumsum(poisson_binomial_pmf(risks))
-    budget = max(
-        policy.regression_budget.floor,
-        int(np.searchsorted(cdf, policy.regression_budget.confidence - 1e-12)),
-    )
-    if flips > budget:
-        return "warn"
-    d = cand / k - ref / ref_n
-    if d.size >= 2 and th.non_inferiority != "info":
-        sd = float(d.std(ddof=1))
-        half = float(sps.t.ppf(1 - policy.alpha, d.size - 1)) * sd / math.sqrt(d.size)
-        low = float(d.mean()) - half
-        if low <= -th.non_inferiority_margin + 1e-12 and (
-            th.non_inferiority == "warn" or half < th.non_inferiority_margin / 2
-        ):
-            return "warn"
-    return "pass"
-
-
 def _grow(
     policy: Policy, rng: np.random.Generator, p: np.ndarray, k: int, s: int, releases: int
 ) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -709,7 +647,7 @@ def _grow(
     out = [(pool.copy(), pool_n.copy())]
     for _ in range(releases):
         live = rng.binomial(s, p)
-        if s > 0 and not _drifted_n(policy, live, np.full(p.size, s), pool, pool_n):
+        if s > 0 and not live_drifted(policy, live, np.full(p.size, s), pool, pool_n):
             pool, pool_n = pool + live, pool_n + s
         out.append((pool.copy(), pool_n.copy()))
     return out

@@ -24,7 +24,14 @@ from harness.opchar import Rate, wilson
 from harness.policy import Policy
 from harness.rules import policy_rule
 
-__all__ = ["PoolRates", "PoolSpread", "pool_spread", "pooled_verdict", "posterior_rates"]
+__all__ = [
+    "PoolRates",
+    "PoolSpread",
+    "live_drifted",
+    "pool_spread",
+    "pooled_verdict",
+    "posterior_rates",
+]
 
 _EPS = 1e-12
 
@@ -33,7 +40,9 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-def _drifted(policy: Policy, c: np.ndarray, nc: np.ndarray, b: np.ndarray, nb: np.ndarray) -> bool:
+def live_drifted(
+    policy: Policy, c: np.ndarray, nc: np.ndarray, b: np.ndarray, nb: np.ndarray
+) -> bool:
     """Return whether the drift family of :func:`harness.drift.drift_check` fires (counts)."""
     bp = policy.baseline
     both = (nc > 0) & (nb > 0)
@@ -73,7 +82,7 @@ def pooled_verdict(
     ``fail``; the regression budget and non-inferiority → ``warn``.
     """
     n_cases = cand.size
-    if s > 0 and _drifted(policy, live, np.full(n_cases, s), pool, pool_n):
+    if s > 0 and live_drifted(policy, live, np.full(n_cases, s), pool, pool_n):
         return "blocked"
     ref, ref_n = pool + live, pool_n + s
     ids = [f"case-{i:03d}" for i in range(n_cases)]
