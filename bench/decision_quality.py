@@ -20,6 +20,13 @@ counts), and a critical case whose p goes 1.0 → 0.2 (drawn; reported, no targe
 
 Rates carry Wilson 95 % intervals; targets are judged on the point estimates.
 
+``--pool`` prints the baseline-pool tables instead (docs/gate.md, "Baseline pool"): (ii)
+the false-FAIL rate conditional on a pool grown for ``--ages`` runs by ``--live`` live
+baseline trials per case, over ``--stored-samples`` pools × ``--releases`` unchanged
+releases; (i) marginal rates against a full fresh re-run, the same candidate draws; (iii)
+baseline trials executed per release. The gate on counts is
+:func:`harness.gate.pool_rates.pooled_verdict` (property-tested against ``decide``).
+
 ``--replay`` prints the baseline-replay tables instead (docs/gate.md, "Baseline model
 replay"): (i) the candidate judged against the stored sample vs against a fresh re-run,
 the same draws; (ii) the false-FAIL rate conditional on one stored sample reused by
@@ -30,6 +37,8 @@ under replay with a flaky verifier, the gate's drift check beside an exact paire
         [--seed 20261201] [--only realistic] [--check-decide 20]
     python bench/decision_quality.py --replay [--reps 1000] [--stored-samples 200]
         [--releases 100] [--tables 123] [--only realistic] [--check-decide 5]
+    python bench/decision_quality.py --pool [--live 1,2] [--ages 0,5] [--stored-samples 200]
+        [--releases 100] [--reps 1000] [--shapes 3] [--tables 123]
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from harness.gate.decide import decide
 from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate.opchar import wilson
 from harness.gate.policy import Policy, load_policy
+from harness.gate.pool_rates import live_drifted, pooled_verdict
 from harness.gate.rules import policy_rule
 from harness.gate.stats import ArmData
 from harness.store.records import Outcome
@@ -618,6 +628,172 @@ def replay_tables(ns: argparse.Namespace, policy: Policy) -> None:
             print(f"| {pop} | {n} | {k} | {DRIFT_CHANGES[c][0]} | {cells} |")
 
 
+# --------------------------------------------------------------------------- baseline pool
+#
+# A baseline pool (harness.pool) holds, per case, the promoted run's trials plus the live
+# baseline trials of later runs that passed the drift check against the pool. Each run
+# executes `live` baseline trials per case (the rest replayed or not run at all), checks
+# them against the pool for drift and compares the candidate with the pool plus them. The
+# conditional error a team lives with is conditional on the pool's frozen part; it shrinks
+# as the pool grows.
+
+
+def _grow(
+    policy: Policy, rng: np.random.Generator, p: np.ndarray, k: int, s: int, releases: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The pool after 0..releases runs: promoted k trials, then s live per run when they
+    pass the drift check against the pool (a drifted run's trials are not pooled)."""
+    pool, pool_n = rng.binomial(k, p), np.full(p.size, k)
+    out = [(pool.copy(), pool_n.copy())]
+    for _ in range(releases):
+        live = rng.binomial(s, p)
+        if s > 0 and not live_drifted(policy, live, np.full(p.size, s), pool, pool_n):
+            pool, pool_n = pool + live, pool_n + s
+        out.append((pool.copy(), pool_n.copy()))
+    return out
+
+
+def _pool_conditional(
+    args: tuple[str, int, int, int, int, int, int, int, Policy, tuple[int, ...]],
+) -> list[tuple[int, ...]]:
+    """Per pool: (FAIL, WARN, BLOCKED) over R unchanged releases, at each of ``ages``."""
+    pop, n, k, s, start, stop, releases, seed, policy, ages = args
+    p, _ = _population(pop, n)
+    rows = []
+    for m in range(start, stop):
+        pools = _grow(policy, _rng(seed, "pool", pop, n, k, s, m), p, k, s, max(ages))
+        row: list[int] = []
+        for age in ages:
+            pool, pool_n = pools[age]
+            rng = _rng(seed, "pool-releases", pop, n, k, s, m, age)
+            tally = Counter(
+                pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, rng.binomial(k, p), k)
+                for _ in range(releases)
+            )
+            row += [tally["fail"], tally["warn"], tally["blocked"]]
+        rows.append(tuple(row))
+    return rows
+
+
+def _pool_marginal(
+    args: tuple[str, int, int, int, str, int, int, int, Policy, int],
+) -> list[int]:
+    """(fresh FAIL, WARN, BLOCKED, pool FAIL, WARN, BLOCKED) over fresh draws of everything;
+    the pool at age ``age``."""
+    pop, n, k, s, scenario, start, stop, seed, policy, age = args
+    p, stable = _population(pop, n)
+    pc = _shape(p, stable, scenario)
+    out = [0] * 6
+    idx = {"fail": 0, "warn": 1, "blocked": 2}
+    for rep in range(start, stop):
+        rng = _rng(seed, "pool-marginal", pop, n, k, s, scenario, rep)
+        pool, pool_n = _grow(policy, rng, p, k, s, age)[-1]
+        stored, rexec, cand = rng.binomial(k, p), rng.binomial(k, p), rng.binomial(k, pc)
+        v = fast_verdict(policy, stored, rexec, cand, k, ())[0]
+        if v in idx:
+            out[idx[v]] += 1
+        w = pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, cand, k)
+        if w in idx:
+            out[3 + idx[w]] += 1
+    return out
+
+
+def pool_tables(ns: argparse.Namespace, policy: Policy) -> None:
+    """Print the baseline-pool tables (docs/gate.md, "Baseline pool")."""
+    pops = [x for x in ("realistic", "very flaky") if not ns.only or ns.only in x]
+    lives = [int(x) for x in ns.live.split(",")]
+    ages = tuple(int(x) for x in ns.ages.split(","))
+    alpha = policy.alpha
+    began = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=ns.jobs) as pool:
+        cond_keys = [
+            (pop, n, 5, s) for pop in pops for n in (20, 50) for s in lives if "2" in ns.tables
+        ]
+        cond_jobs = [
+            (key, (*key, lo, hi, ns.releases, ns.seed, policy, ages))
+            for key in cond_keys
+            for lo, hi in _chunks(ns.stored_samples, 10)
+        ]
+        cond: dict[tuple[str, int, int, int], list[tuple[int, ...]]] = {
+            key: [] for key in cond_keys
+        }
+        for (key, _), rows in zip(
+            cond_jobs, pool.map(_pool_conditional, [a for _, a in cond_jobs]), strict=True
+        ):
+            cond[key] += rows
+        marg_keys = [
+            (pop, n, k, s, sc)
+            for pop in pops
+            for n, k in ((20, 5), (50, 5), (20, 3))[: ns.shapes]
+            for s in lives
+            for sc in ("unchanged", "diffuse", "concentrated")
+            if "1" in ns.tables and s <= k
+        ]
+        marg_jobs = [
+            (key, (*key, lo, hi, ns.seed, policy, ages[-1]))
+            for key in marg_keys
+            for lo, hi in _chunks(ns.reps, 250)
+        ]
+        marg: dict[tuple[str, int, int, int, str], np.ndarray] = {
+            key: np.zeros(6, dtype=int) for key in marg_keys
+        }
+        for (key, _), got in zip(
+            marg_jobs, pool.map(_pool_marginal, [a for _, a in marg_jobs]), strict=True
+        ):
+            marg[key] += np.array(got)
+    elapsed = time.perf_counter() - began
+    print(f"baseline pool: seed {ns.seed}, {elapsed:.0f}s on {ns.jobs} jobs\n")
+    if cond:
+        print(
+            f"(ii) conditional A/A false-FAIL rate given the pool: {ns.stored_samples} pools × "
+            f"{ns.releases} unchanged releases each, k = 5; a pool of age R holds the promoted "
+            "5 trials per case plus the live trials of R earlier runs (α = "
+            f"{alpha})\n"
+        )
+        print(
+            "| population | N | live per case | pool age (runs) | pool trials per case | "
+            "mean FAIL % | median | 90th pct | max | share of pools > 2α | mean WARN % | "
+            "mean BLOCKED % | target: 90th pct ≤ 2α, share > 2α ≤ 5 % |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, s), rows in cond.items():
+            arr = np.array(rows, dtype=float) / ns.releases
+            for a, age in enumerate(ages):
+                v = arr[:, 3 * a]
+                q90, above = np.quantile(v, 0.9), (v > 2 * alpha).mean()
+                mark = "—"
+                if age == ages[-1]:
+                    mark = "✅" if q90 <= 2 * alpha and above <= 0.05 else "❌"
+                print(
+                    f"| {pop} | {n} | {s} | {age} | {k + s * age} + {s} live | "
+                    f"{100 * v.mean():.1f} | {100 * np.median(v):.1f} | "
+                    f"{100 * q90:.1f} | {100 * v.max():.1f} | {100 * above:.1f} % | "
+                    f"{100 * arr[:, 3 * a + 1].mean():.1f} | {100 * arr[:, 3 * a + 2].mean():.1f} "
+                    f"| {mark} |"
+                )
+    if marg:
+        print(
+            f"\n(i) marginal rates, {ns.reps} replicates per row, pool of age "
+            f"{ages[-1]}; the same candidate draws in both columns\n"
+        )
+        print(
+            "| population | N | k | live per case | scenario | fresh re-run: FAIL % | WARN % | "
+            "BLOCKED % | pool: FAIL % | WARN % | BLOCKED % |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for (pop, n, k, s, sc), t in marg.items():
+            r = ns.reps
+            cells = " | ".join(_pct(int(x), r) for x in t)
+            print(f"| {pop} | {n} | {k} | {s} | {sc} | {cells} |")
+    if "3" in ns.tables:
+        print("\n(iii) baseline trials executed per release, k = 5 (the rest come from the pool)\n")
+        print("| live per case | N | executed per release | full re-run (k·N) | fewer |")
+        print("|---|---|---|---|---|")
+        for s in lives:
+            for n in (20, 50):
+                print(f"| {s} | {n} | {s * n} | {5 * n} | {100 * (1 - s / 5):.0f} % |")
+
+
 def main() -> None:
     """Run the grid and print a Markdown table."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -640,9 +816,21 @@ def main() -> None:
     parser.add_argument("--stored-samples", type=int, default=200, help="--replay: M")
     parser.add_argument("--releases", type=int, default=100, help="--replay: R per sample")
     parser.add_argument("--tables", default="123", help="--replay: which of (i)-(iii), e.g. 3")
+    parser.add_argument(
+        "--pool",
+        action="store_true",
+        help="the baseline-pool tables instead of the grid (--stored-samples pools)",
+    )
+    parser.add_argument("--live", default="1,2", help="--pool: live baseline trials per case")
+    parser.add_argument("--ages", default="0,5", help="--pool: pool ages (runs) of table (ii)")
+    parser.add_argument("--shapes", type=int, default=3, help="--pool: (N, k) rows of (i)")
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
+    if ns.pool:
+        print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
+        pool_tables(ns, policy)
+        return
     if ns.replay:
         print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
         replay_tables(ns, policy)

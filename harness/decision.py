@@ -17,9 +17,10 @@ from harness.errors import ConfigError, InvalidRunError
 from harness.exitcodes import ExitCode, for_verdict
 from harness.gate.decide import Decision, decide
 from harness.gate.opchar import baseline_summary
-from harness.gate.policy import DEFAULT_POLICY, load_policy, verify_policy
+from harness.gate.policy import DEFAULT_POLICY, Policy, PoolPolicy, load_policy, verify_policy
 from harness.gate.stats import ArmData
 from harness.planning import check_system_unchanged
+from harness.pool import append_run, run_pool_view
 from harness.project import Project
 from harness.store.baseline import load_baseline
 from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
@@ -55,7 +56,11 @@ class RunDecision:
         if hat is not None:
             parts.append(f"pass^{c.k} {hat:.3f}")
         d = self.decision
-        if d.baseline_replayed and d.stored_baseline is not None:
+        if d.baseline_pooled and d.stored_baseline is not None:
+            if d.stored_baseline.pass_rate.mean is not None:
+                ref = d.stored_baseline.pass_rate.mean
+                parts.append(f"baseline pool pass rate {ref:.3f}")
+        elif d.baseline_replayed and d.stored_baseline is not None:
             if d.stored_baseline.pass_rate.mean is not None:
                 ref = d.stored_baseline.pass_rate.mean
                 parts.append(f"stored baseline pass rate {ref:.3f} (baseline arm replayed)")
@@ -165,6 +170,42 @@ def _flips_note(trials: list[RunRecord], stored: list[RunRecord]) -> str:
     return text
 
 
+def _pool_arms(
+    store: Store,
+    record: ReleaseRecord,
+    policy: Policy,
+    promoted: list[RunRecord],
+    trials: list[RunRecord],
+    judgment: set[str],
+) -> tuple[ArmData, ArmData, str]:
+    """Return the pool this run is judged against, its live baseline arm and a report note."""
+    pool_policy = policy.baseline.pool or PoolPolicy(live_trials=record.k)
+    scored = [r for r in promoted if r.key.case_id not in judgment]
+    view = run_pool_view(store, record, scored, pool_policy)
+    live = _arm(
+        trials, Arm.BASELINE, max(1, pool_policy.live_trials), record.baseline or "", judgment
+    )
+    note = view.describe() + "; per case:\n" + "\n".join(view.case_lines())
+    return view.arm, live, note
+
+
+def _grow_pool(
+    store: Store,
+    record: ReleaseRecord,
+    decision: Decision,
+    valid: bool,
+    trials: list[RunRecord],
+    judgment: set[str],
+) -> None:
+    """Add the run's live baseline trials to the pool when they passed the drift check."""
+    drift = decision.drift
+    if not valid or drift is None or not drift.compared or drift.detected:
+        return
+    live = [r for r in trials if r.key.arm is Arm.BASELINE and r.key.case_id not in judgment]
+    if live:
+        append_run(store, record, live)
+
+
 def decide_run(
     project: Project,
     store: Store,
@@ -247,6 +288,9 @@ def decide_run(
         stored_base = _arm(
             same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
         )
+        if record.baseline_pool is not None:
+            stored_base, base, note = _pool_arms(store, record, policy, same, trials, judgment)
+            notes.append(note)
         if replayed:
             notes.append(_flips_note(trials, same))
         # cache only: the simulation itself is `harness policy check`
@@ -266,7 +310,10 @@ def decide_run(
         critical_cases=record.critical_cases,
         operating_characteristics=oc_line,
         baseline_replayed=replayed,
+        baseline_pooled=record.baseline_pool is not None and stored_base is not None,
     )
+    if write and handle is not None and record.baseline_pool is not None:
+        _grow_pool(store, record, decision, valid, trials, judgment)
     judged_trials: dict[str, list[RunRecord]] = {}
     for r in trials:
         if r.key.case_id in judgment and r.key.arm is Arm.CANDIDATE:

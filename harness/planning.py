@@ -16,13 +16,15 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness.cases.load import LoadedCase, load_cases
 from harness.cases.lock import check_lock, read_lock, task_set_digest
 from harness.digest import digest_json, short
 from harness.env.plan import PreparedEnvs, prepare_for_backend
 from harness.errors import ConfigError, InvalidRunError, LockMismatchError
-from harness.gate.policy import LoadedPolicy, Policy, load_policy
+from harness.gate.policy import LoadedPolicy, Policy, load_policy, policy_data
+from harness.pool import PoolKey, environment_digest, pool_id
 from harness.project import MAX_K, Project, Release, agent_code_digests
 from harness.sandbox.owner import owned_prefix
 from harness.store.baseline import Baseline, load_baseline
@@ -58,6 +60,8 @@ class PlannedRun:
     """Baseline replay (``--model-replay baseline:NAME``,
     :func:`harness.store.replay.replay_scope`): the baseline arm runs only these recorded
     (case, trial) pairs of the stored baseline."""
+    pool_key: PoolKey | None = None
+    """The baseline pool the run is compared with (policy ``baseline.pool``)."""
 
     def keep(self, specs: list[TrialSpec]) -> list[TrialSpec]:
         """Drop the baseline trials that baseline replay has no recorded responses for."""
@@ -140,11 +144,12 @@ def plan_run(
     if images:
         sysdef["case_images"] = images
     sys_digest = digest_json(sysdef)
-    pol = policy.model_dump(mode="json") if policy is not None else None
+    pol = policy_data(policy) if policy is not None else None
 
     base: Baseline | None = None
     base_release: Release | None = None
     base_digest: str | None = None
+    base_def: dict[str, Any] = {}
     if baseline is not None:
         base = load_baseline(project.baselines_dir, baseline)
         base_release = base.release_definition
@@ -169,6 +174,7 @@ def plan_run(
         if images:
             base_def["case_images"] = images
         base_digest = digest_json(base_def)
+    pool_key = _pool_key(policy, base, baseline, base_def, backend, model_replay)
 
     identity = {
         "release": release_name,
@@ -210,6 +216,7 @@ def plan_run(
         policy=pol,
         policy_file_digest=pol_file,
         model_replay=model_replay,
+        baseline_pool=pool_id(pool_key) if pool_key is not None else None,
         seed=secrets.randbits(32),
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
@@ -220,6 +227,9 @@ def plan_run(
     specs = _specs(
         project, record, arms, cases, range(k), replayed=_replayed(project, arms, store), envs=envs
     )
+    if pool_key is not None and policy is not None and policy.baseline.pool is not None:
+        live = policy.baseline.pool.live_trials  # the rest of the baseline comes from the pool
+        specs = [s for s in specs if s.key.arm is not Arm.BASELINE or s.key.trial < live]
     recorded = None
     if base is not None and replayed == {Arm.BASELINE}:
         recorded = replayable_trials(base, record.cases)
@@ -232,8 +242,40 @@ def plan_run(
         policy=policy,
         envs=envs,
         replayed_baseline=recorded,
+        pool_key=pool_key,
     )
     return replace(plan, specs=plan.keep(specs))
+
+
+def _pool_key(
+    policy: Policy | None,
+    base: Baseline | None,
+    name: str | None,
+    base_def: dict[str, Any],
+    backend: str,
+    model_replay: str | None,
+) -> PoolKey | None:
+    """Return the baseline pool of this run, when the policy asks for one and a baseline is given.
+
+    Raises:
+        ConfigError: live baseline trials together with ``--model-replay`` (one arm cannot
+            mix live and replayed trials yet).
+    """
+    if policy is None or policy.baseline.pool is None or base is None or name is None:
+        return None
+    if model_replay is not None and policy.baseline.pool.live_trials > 0:
+        raise ConfigError(
+            f"the policy's baseline.pool.live_trials is {policy.baseline.pool.live_trials}: "
+            "live baseline trials cannot be mixed with --model-replay in one run; drop "
+            "--model-replay, or set live_trials: 0 to replay the promoted trials for drift",
+            field="--model-replay",
+        )
+    return PoolKey(
+        baseline=name,
+        baseline_digest=base.digest,
+        environment=environment_digest(base_def),
+        backend=backend,
+    )
 
 
 @dataclass(frozen=True)

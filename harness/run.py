@@ -248,6 +248,7 @@ def run_release(
         InfraError: the sandbox backend cannot run at all.
     """
     from harness.decision import decide_run
+    from harness.pool import open_pool
 
     obs: RunObserver = observer or _Silent()
     _check_executor_options(request)
@@ -285,6 +286,8 @@ def run_release(
         gateway.close()
         raise
     try:
+        if plan.pool_key is not None:  # the pool's identity is on disk before any trial
+            open_pool(store, plan.pool_key)
         with gateway, store.open_run(plan.record) as handle:
             obs.started(plan, handle.run_id, len(handle.done()))
             execute(handle, plan.specs, executor, on_record=obs.trial_finished)

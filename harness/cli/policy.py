@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from harness.cli.common import err, handle_errors, out, project_option
+
+if TYPE_CHECKING:
+    from harness.project import Project
 
 
 @click.group()
@@ -41,6 +45,20 @@ def policy() -> None:
     help="Detection to reach (--recommend).",
 )
 @click.option("--no-cache", is_flag=True, help="Simulate even when a cached result exists.")
+@click.option(
+    "--pool-samples",
+    type=click.IntRange(5, 10_000),
+    default=40,
+    show_default=True,
+    help="Simulated pools per row of the baseline-pool check (policy baseline.pool).",
+)
+@click.option(
+    "--pool-releases",
+    type=click.IntRange(5, 10_000),
+    default=50,
+    show_default=True,
+    help="Unchanged releases judged against each simulated pool.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def policy_check(
@@ -52,6 +70,8 @@ def policy_check(
     recommend: bool,
     target: float,
     no_cache: bool,
+    pool_samples: int,
+    pool_releases: int,
     as_json: bool,
 ) -> None:
     """Simulate this gate for the project's cases, k and baseline: false alarms, detection."""
@@ -74,5 +94,30 @@ def policy_check(
     else:
         for line in result.render():
             out.print(line, highlight=False, soft_wrap=True)
+    if not as_json:
+        _pool_lines(project, baseline, k, seed, pool_samples, pool_releases)
     source = "cached result" if cached else f"simulated in {result.seconds:.1f}s"
     err.print(f"{source} · {project.store_dir.name}/cache", highlight=False)
+
+
+def _pool_lines(
+    project: Project, baseline: str | None, k: int | None, seed: int, pools: int, releases: int
+) -> None:
+    """Print the conditional rates of the baseline pool when the policy keeps one."""
+    from harness.gate.opchar import choose_baseline
+    from harness.gate.policy import load_policy
+    from harness.pool_check import pool_check_lines
+    from harness.store.baseline import load_baseline
+
+    if project.policy_path is None:
+        return
+    policy = load_policy(project.policy_path).policy
+    if policy.baseline.pool is None:
+        return
+    name = choose_baseline(project.baselines_dir, baseline)
+    kk = k or load_baseline(project.baselines_dir, name).file.release.k
+    out.print("")
+    for line in pool_check_lines(
+        project, policy, name, kk, pools=pools, releases=releases, seed=seed
+    ):
+        out.print(line, highlight=False, soft_wrap=True)

@@ -66,6 +66,7 @@ __all__ = [
     "regressed_cases",
     "rerun_plan",
     "rule_absolute",
+    "rule_baseline_pooled",
     "rule_baseline_replayed",
     "rule_budget",
     "rule_drift",
@@ -119,6 +120,9 @@ class Decision(_Frozen):
     baseline_replayed: bool = False
     """The baseline arm was re-executed from recorded model responses: the candidate was
     compared with the stored baseline, the re-executed arm checked drift only."""
+    baseline_pooled: bool = False
+    """The stored baseline was a baseline pool: the candidate was compared with the pool
+    plus this run's live baseline trials, which were checked against the pool for drift."""
 
 
 def rule_validity(run_valid: bool, invalid_reasons: Sequence[str]) -> list[Reason]:
@@ -450,13 +454,43 @@ def rule_baseline_replayed(stored: ArmData) -> list[Reason]:
     ]
 
 
+def rule_baseline_pooled(pool: ArmData, live: ArmData | None) -> list[Reason]:
+    """Say that the reference is a baseline pool plus this run's live baseline trials."""
+    sizes = sorted(len(o) for o in pool.cases.values()) or [0]
+    live_n = sorted(len(o) for o in (live.cases.values() if live is not None else ())) or [0]
+    span = str(sizes[0]) if sizes[0] == sizes[-1] else f"{sizes[0]}–{sizes[-1]}"
+    return [
+        make_reason(
+            "baseline_pooled",
+            "info",
+            f"the candidate is compared with the baseline pool ({span} stored trials per "
+            f"case) plus this run's {live_n[-1]} live baseline trial(s) per case; the live "
+            "trials were checked against the pool for drift",
+            pool_trials={cid: len(o) for cid, o in sorted(pool.cases.items())},
+            live_trials=live_n[-1],
+        )
+    ]
+
+
 def _reference(
-    baseline: ArmData | None, stored: ArmData | None, *, replayed: bool = False
+    baseline: ArmData | None,
+    stored: ArmData | None,
+    *,
+    replayed: bool = False,
+    pool: bool = False,
 ) -> tuple[ArmData | None, ArmData | None]:
     """Return the reference arm (re-executed, else stored, per case) and the pooled arm.
 
-    A replayed baseline arm is not a sample: the stored baseline alone is the reference.
+    A replayed baseline arm is not a sample: the stored baseline alone is the reference. A
+    baseline pool (``pool``) is one with the live trials: the reference is their union.
     """
+    if pool and stored is not None:
+        live = baseline.cases if baseline is not None else {}
+        union = {
+            cid: stored.cases.get(cid, ()) + live.get(cid, ())
+            for cid in sorted(set(stored.cases) | set(live))
+        }
+        return ArmData(k=stored.k, name=stored.name, cases=union), None
     if replayed:
         return stored, None
     if baseline is not None and stored is not None:
@@ -485,6 +519,7 @@ def decide(
     critical_cases: Iterable[str] = (),
     operating_characteristics: str | None = None,
     baseline_replayed: bool = False,
+    baseline_pooled: bool = False,
 ) -> Decision:
     """Apply ``policy`` to the arms and return the decision with its reasons.
 
@@ -497,24 +532,31 @@ def decide(
     from ``harness policy check`` shown as an info reason. ``baseline_replayed`` says the
     ``baseline`` arm was re-executed from recorded model responses (``--model-replay
     baseline:NAME``): it is then used for the drift check only and the candidate is
-    compared with ``stored_baseline`` (an ``info`` reason says so). Pure: the same
-    arguments give an equal :class:`Decision`.
+    compared with ``stored_baseline`` (an ``info`` reason says so). ``baseline_pooled``
+    says ``stored_baseline`` is a baseline pool and ``baseline`` this run's live baseline
+    trials: drift is checked live vs pool, the candidate is compared with their union (an
+    ``info`` reason says so). Pure: the same arguments give an equal :class:`Decision`.
 
     Raises:
-        ValueError: ``baseline_replayed`` without a ``stored_baseline`` to compare with.
+        ValueError: ``baseline_replayed`` or ``baseline_pooled`` without a
+            ``stored_baseline`` to compare with.
     """
-    if baseline_replayed and stored_baseline is None:
-        raise ValueError("baseline_replayed needs the stored baseline to compare with")
+    if (baseline_replayed or baseline_pooled) and stored_baseline is None:
+        raise ValueError("a replayed or pooled baseline needs the stored baseline (or pool)")
     critical = tuple(sorted(set(policy.critical_cases) | set(critical_cases)))
     required = tuple(sorted(set(policy.required_cases) | set(critical)))
     cand_sum = summarize_arm(candidate)
     base_sum = summarize_arm(baseline) if baseline is not None else None
     stored_sum = summarize_arm(stored_baseline) if stored_baseline is not None else None
-    reference, pooled = _reference(baseline, stored_baseline, replayed=baseline_replayed)
+    reference, pooled = _reference(
+        baseline, stored_baseline, replayed=baseline_replayed, pool=baseline_pooled
+    )
 
     reasons = rule_validity(run_valid, invalid_reasons)
     if baseline_replayed and stored_baseline is not None:
         reasons += rule_baseline_replayed(stored_baseline)
+    if baseline_pooled and stored_baseline is not None:
+        reasons += rule_baseline_pooled(stored_baseline, baseline)
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
     drift, found = rule_drift(policy, baseline, stored_baseline)
     reasons += found
@@ -597,4 +639,5 @@ def decide(
         drift=drift,
         imputed_verdict=imputed,
         baseline_replayed=baseline_replayed,
+        baseline_pooled=baseline_pooled,
     )

@@ -344,7 +344,12 @@ def cached_summary(store_dir: Path, inputs: OperatingInputs) -> str | None:
     return found.summary() if found is not None else None
 
 
-def _choose_baseline(baselines_dir: Path, name: str | None) -> str:
+def choose_baseline(baselines_dir: Path, name: str | None) -> str:
+    """Return ``name``, or the project's only promoted baseline.
+
+    Raises:
+        ConfigError: no name and not exactly one baseline.
+    """
     if name is not None:
         return name
     found = sorted(p.name for p in baselines_dir.glob("*") if (p / "baseline.json").is_file())
@@ -378,7 +383,7 @@ def project_inputs(
     from harness.gate.policy import DEFAULT_POLICY, load_policy
 
     policy = load_policy(project.policy_path).policy if project.policy_path else DEFAULT_POLICY
-    bl = load_baseline(project.baselines_dir, _choose_baseline(project.baselines_dir, baseline))
+    bl = load_baseline(project.baselines_dir, choose_baseline(project.baselines_dir, baseline))
     rec = bl.file.release
     return policy, inputs_from_records(
         policy,

@@ -37,8 +37,10 @@ __all__ = [
     "MissingPolicy",
     "Policy",
     "PolicyChangedError",
+    "PoolPolicy",
     "Thresholds",
     "load_policy",
+    "policy_data",
     "policy_digest",
     "verify_policy",
 ]
@@ -102,6 +104,24 @@ class MissingPolicy(_Frozen):
     """Warn when more than this fraction of all cases is missing from the comparison."""
 
 
+class PoolPolicy(_Frozen):
+    """A baseline pool (``baseline.pool``): how much of the baseline runs live each time.
+
+    The comparison uses the pool (the promoted run's trials plus the live baseline trials of
+    earlier runs that passed the drift check against it); each run executes
+    ``live_trials`` baseline trials per case and checks them against the pool for drift.
+    See docs/gate.md, "Baseline pool".
+    """
+
+    live_trials: Annotated[int, Field(ge=0, le=50)]
+    """Baseline trials per case executed live in each run (0: none, the pool never grows;
+    with ``--model-replay baseline:NAME`` the promoted trials are replayed for drift)."""
+    max_runs: Annotated[int, Field(ge=1)] | None = None
+    """Keep the live trials of at most this many latest runs (None = no limit)."""
+    max_age_days: Annotated[int, Field(ge=1)] | None = None
+    """Drop live trials older than this many days at the run's start (None = no limit)."""
+
+
 class BaselinePolicy(_Frozen):
     """How the stored baseline is re-executed and how much disagreement is noise."""
 
@@ -116,6 +136,9 @@ class BaselinePolicy(_Frozen):
     drift_tolerance: _Magnitude = 0.10
     """The within-case drift test also needs |mean pass-rate difference| at least this
     large (more all-pass ↔ all-fail flips than chance allows block on their own)."""
+    pool: PoolPolicy | None = None
+    """A baseline pool (unset: the baseline is re-executed k times per case, no pool). It
+    enters the policy digest only when set, so a policy without it keeps its digest."""
 
     @model_validator(mode="after")
     def _sample_needs_size(self) -> BaselinePolicy:
@@ -213,9 +236,23 @@ class Policy(_Frozen):
         return self
 
 
+_UNSET_WHEN_NONE = (("baseline", "pool"),)
+"""Fields added after policies were stored: canonical content leaves them out while unset,
+so an existing policy file keeps its digest (and its stored runs still resume)."""
+
+
+def policy_data(policy: Policy) -> dict[str, Any]:
+    """Return the canonical content of ``policy`` (defaults in, unset later fields out)."""
+    data = policy.model_dump(mode="json")
+    for section, name in _UNSET_WHEN_NONE:
+        if data[section].get(name, 0) is None:
+            del data[section][name]
+    return data
+
+
 def policy_digest(policy: Policy) -> str:
-    """Digest of the canonical content of ``policy`` (defaults included)."""
-    return digest_json(policy.model_dump(mode="json"))
+    """Digest of the canonical content of ``policy`` (:func:`policy_data`)."""
+    return digest_json(policy_data(policy))
 
 
 class PolicyChangedError(ConfigError):

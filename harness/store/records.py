@@ -289,6 +289,9 @@ class ReleaseRecord(_Frozen):
     """Digest of the policy file's raw bytes when the run was opened."""
     model_replay: str | None = None
     """Model replay: the recorded run whose responses the gateway serves (upstream stopped)."""
+    baseline_pool: str | None = None
+    """Id of the baseline pool the run is compared with (policy ``baseline.pool``), fixed
+    before the first trial; None: no pool."""
     seed: int = 0
     """Seed of the interleaved trial order (recorded so the order can be reproduced)."""
     created_at: dt.datetime

@@ -250,6 +250,16 @@ class Store:
             self._good_blobs.add(digest)
 
     # -- runs --------------------------------------------------------------------------
+    def put_record(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` under the store root with ``data``; False if it exists.
+
+        For records outside a run (baseline pools): written once, never edited.
+
+        Raises:
+            StoreWriteError: the file could not be written; nothing is left half-written.
+        """
+        return _write_once(self.root / rel, data, self.sync)
+
     def run_dir(self, run_id: str) -> Path:
         """Folder of run ``run_id``.
 

@@ -1,0 +1,217 @@
+"""Conditional error of a baseline pool (pure: counts in, frozen rates out, seeded).
+
+Every release gated against the same pool is judged against the same stored trials, so the
+false-FAIL rate a team lives with is *conditional* on the pool. :func:`pooled_verdict` is
+the gate's verdict on counts (``decide(..., baseline_pooled=True)``: drift of the live
+trials against the pool, then the candidate against the pool plus the live trials);
+:func:`pool_spread` simulates many pools of one composition and returns the distribution
+of their conditional false-FAIL rates; :func:`posterior_rates` averages one pool's rates
+over its posterior. No I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+from harness.frozen import Frozen as _Frozen
+from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
+from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
+from harness.gate.opchar import Rate, wilson
+from harness.gate.policy import Policy
+from harness.gate.rules import policy_rule
+
+__all__ = [
+    "PoolRates",
+    "PoolSpread",
+    "live_drifted",
+    "pool_spread",
+    "pooled_verdict",
+    "posterior_rates",
+]
+
+_EPS = 1e-12
+
+
+def live_drifted(
+    policy: Policy, c: np.ndarray, nc: np.ndarray, b: np.ndarray, nb: np.ndarray
+) -> bool:
+    """Return whether the drift family of :func:`harness.gate.drift.drift_check` fires (counts)."""
+    bp = policy.baseline
+    both = (nc > 0) & (nb > 0)
+    if not both.any():
+        return False
+    within = within_case_test(c, nc, b, nb, alternative="two-sided")
+    broken = broken_count_test(c, nc, b, nb, alternative="two-sided")
+    shares = {
+        s.name: s.share
+        for s in allocate_alpha(
+            bp.drift_alpha,
+            [("drift", 1.0, [("within", 0.8, within.min_p), ("broken", 0.2, broken.min_p)])],
+        )
+    }
+    mean = float((c[both] / nc[both] - b[both] / nb[both]).mean())
+    big = abs(mean) >= bp.drift_tolerance - _EPS
+    flipped = shares["broken"] > 0 and broken.p_value <= shares["broken"]
+    return (shares["within"] > 0 and within.p_value <= shares["within"] and big) or flipped
+
+
+def pooled_verdict(
+    policy: Policy,
+    pool: np.ndarray,
+    pool_n: np.ndarray,
+    live: np.ndarray,
+    s: int,
+    cand: np.ndarray,
+    k: int,
+    critical: Sequence[str] = (),
+) -> str:
+    """Return the gate's verdict against a pool, on per-case counts.
+
+    ``pool`` passes of ``pool_n`` trials per case, ``live`` passes of ``s`` live baseline
+    trials, ``cand`` passes of ``k`` candidate trials (case ids ``case-000`` …). The same
+    rules in the same order as :func:`harness.gate.decide` with ``baseline_pooled=True``:
+    drift → ``blocked``; the regression family → ``fail`` / ``warn``; no candidate pass →
+    ``fail``; the regression budget and non-inferiority → ``warn``.
+    """
+    n_cases = cand.size
+    if s > 0 and live_drifted(policy, live, np.full(n_cases, s), pool, pool_n):
+        return "blocked"
+    ref, ref_n = pool + live, pool_n + s
+    ids = [f"case-{i:03d}" for i in range(n_cases)]
+    res = policy_rule(policy, ids, cand, np.full(n_cases, k), ref, ref_n, k=k, critical=critical)
+    if res.outcome == "fail" or cand.sum() == 0:
+        return "fail"
+    if res.outcome == "warn":
+        return "warn"
+    at_risk = ref == ref_n
+    prior = beta_prior(ref, ref_n)
+    risks = [
+        flip_risk(int(x), int(m), k, prior)
+        for x, m in zip(ref[at_risk], ref_n[at_risk], strict=True)
+    ]
+    flips = int((at_risk & (cand < k)).sum())
+    cdf = np.cumsum(poisson_binomial_pmf(risks))
+    rb = policy.regression_budget
+    if flips > max(rb.floor, int(np.searchsorted(cdf, rb.confidence - _EPS))):
+        return "warn"
+    th = policy.thresholds
+    d = cand / k - ref / ref_n
+    if d.size >= 2 and th.non_inferiority != "info":
+        half = float(sps.t.ppf(1 - policy.alpha, d.size - 1)) * float(d.std(ddof=1))
+        half /= math.sqrt(d.size)
+        if float(d.mean()) - half <= -th.non_inferiority_margin + _EPS and (
+            th.non_inferiority == "warn" or half < th.non_inferiority_margin / 2
+        ):
+            return "warn"
+    return "pass"
+
+
+class PoolSpread(_Frozen):
+    """Conditional false-FAIL rates of unchanged releases over many pools of one size."""
+
+    pools: int
+    releases: int
+    """Unchanged releases judged against each pool."""
+    mean: float
+    median: float
+    p90: float
+    """90th percentile over pools of the per-pool false-FAIL rate."""
+    share_above: float
+    """Share of pools whose false-FAIL rate is above ``2 * alpha``."""
+    alpha: float
+
+
+class PoolRates(_Frozen):
+    """One pool's rates for unchanged releases, averaged over its posterior."""
+
+    reps: int
+    fail: Rate
+    warn: Rate
+    blocked: Rate
+
+
+def _rate(x: int, n: int) -> Rate:
+    lo, hi = wilson(x, n)
+    return Rate(rate=x / n, low=lo, high=hi, reps=n)
+
+
+def _truth(rng: np.random.Generator, passes: np.ndarray, trials: np.ndarray) -> np.ndarray:
+    """Pass probabilities drawn from each case's Jeffreys posterior Beta(c + ½, n − c + ½)."""
+    return rng.beta(passes + 0.5, trials - passes + 0.5)
+
+
+def pool_spread(
+    policy: Policy,
+    passes: Sequence[int],
+    trials: Sequence[int],
+    *,
+    k: int,
+    live: int,
+    size: Sequence[int] | None = None,
+    pools: int = 40,
+    releases: int = 50,
+    seed: int = 0,
+) -> PoolSpread:
+    """Simulate pools of ``size`` trials per case and their conditional false-FAIL rates.
+
+    The cases' true pass probabilities come from the posterior of ``passes`` of ``trials``
+    (drawn once); each simulated pool draws ``size`` (default ``trials``) trials per case,
+    then ``releases`` unchanged releases (``k`` candidate and ``live`` baseline trials per
+    case) are judged against it.
+    """
+    c, m = np.asarray(passes, dtype=int), np.asarray(trials, dtype=int)
+    n = np.asarray(size if size is not None else trials, dtype=int)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 22, int(n.sum())])))
+    p = _truth(rng, c, m)
+    rates = np.zeros(pools)
+    for i in range(pools):
+        pool = rng.binomial(n, p)
+        fails = sum(
+            pooled_verdict(policy, pool, n, rng.binomial(live, p), live, rng.binomial(k, p), k)
+            == "fail"
+            for _ in range(releases)
+        )
+        rates[i] = fails / releases
+    return PoolSpread(
+        pools=pools,
+        releases=releases,
+        mean=float(rates.mean()),
+        median=float(np.median(rates)),
+        p90=float(np.quantile(rates, 0.9)),
+        share_above=float((rates > 2 * policy.alpha + _EPS).mean()),
+        alpha=policy.alpha,
+    )
+
+
+def posterior_rates(
+    policy: Policy,
+    passes: Sequence[int],
+    trials: Sequence[int],
+    *,
+    k: int,
+    live: int,
+    reps: int = 500,
+    seed: int = 0,
+) -> PoolRates:
+    """Return a pool's FAIL / WARN / BLOCKED rates for unchanged releases.
+
+    The pool is fixed; each replicate draws the truth from the pool's posterior, then the
+    live and candidate trials. It cannot tell a lucky pool from a fair one (the posterior is
+    centred on the pool): read it beside :func:`pool_spread`.
+    """
+    c, n = np.asarray(passes, dtype=int), np.asarray(trials, dtype=int)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 23, int(n.sum())])))
+    tally = {"fail": 0, "warn": 0, "blocked": 0, "pass": 0}
+    for _ in range(reps):
+        p = _truth(rng, c, n)
+        tally[pooled_verdict(policy, c, n, rng.binomial(live, p), live, rng.binomial(k, p), k)] += 1
+    return PoolRates(
+        reps=reps,
+        fail=_rate(tally["fail"], reps),
+        warn=_rate(tally["warn"], reps),
+        blocked=_rate(tally["blocked"], reps),
+    )
