@@ -206,6 +206,9 @@ DEFAULT_PROTECTED: Final = (
     "testing/**",
     "**/conftest.py",
     "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/pytest.toml",
+    "**/.pytest.toml",
     "**/tox.ini",
     "**/setup.cfg",
     "**/pyproject.toml",
@@ -214,6 +217,7 @@ DEFAULT_PROTECTED: Final = (
     "**/*.pth",
     "**/*.dist-info/**",
     "**/*.egg-info/**",
+    "**/*.egg-link",
 )
 """Python/pytest defaults: test folders and everything that configures or extends the
 runner (config files count only through their runner sections, see docs/verifier-tree.md)."""

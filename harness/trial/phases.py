@@ -12,11 +12,10 @@ verdicts.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,24 +23,29 @@ from typing import TYPE_CHECKING, Literal
 
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
-from harness.cases.model import ArtifactRule, PhaseContract
+from harness.cases.model import PhaseContract, Verifier
 from harness.env.plan import phase_view
 from harness.errors import BudgetExceededError, CandidateTooLarge, EvaluatorError, InfraError
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
-from harness.store.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
-from harness.trial.excerpt import select_excerpt
-from harness.trial.runner_guard import (
-    CANARY_LOG,
-    GuardedRun,
-    check_canary,
-    cross_check,
-    guard_env,
-    guard_files,
-    guarded_runs,
-    new_nonce,
+from harness.sandbox.base import (
+    SANDBOX_WORKSPACE,
+    ExecResult,
+    Sandbox,
+    SandboxSession,
+    SealedView,
+    ViewMount,
 )
+from harness.store.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
+from harness.trial.evidence import (
+    GUARD_MOUNT,
+    check_reports,
+    guard_files,
+    parse_stream,
+    strip_stream,
+)
+from harness.trial.excerpt import select_excerpt
+from harness.trial.runner_guard import check_canary, guard_env, new_nonce
 from harness.trial.verify import judge_verifier
 from harness.trial.vtree import VerificationTree, build_verification_tree
 from harness.trial.workspace import extract_tree
@@ -316,81 +320,85 @@ def verifier_phase(
         tree,
         artifacts=[rule.path for rule in case.verifier.artifacts],
     )
+    nonce = new_nonce()
     with ctx.sandbox.open(
         _with_image(case.contract.verifier, ctx.spec.image),
         label=phase_label(ctx, "verifier", attempt),
         downgrade=ctx.spec.downgrade,
-        view=env_view(ctx.spec, "verifier"),
+        view=_verifier_view(ctx, attempt, vt),
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
         v.put_tree(tree)
         ws = v.paths.workspace
-        for name, data in guard_files().items():
-            v.write_file(f"{v.paths.io}/{name}", data)
-        nonce = new_nonce()
         timeout = case.contract.verifier.timeout_seconds
-        res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
+        res = v.exec(case.verifier.command, env=guard_env(GUARD_MOUNT, nonce), timeout=timeout)
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
             for rule in case.verifier.artifacts
         }
-        canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
-        record = _phase_record("verifier", res, v, ctx.blobs)
+        canary = _runner_checks(ws, case.verifier, res, artifacts, nonce)
+        # The guard's records are evidence, not output: the reviewer reads the rest.
+        shown = res.model_copy(update={"stderr": strip_stream(res.stderr, nonce)})
+        record = _phase_record("verifier", shown, v, ctx.blobs)
     verdict = judge_verifier(res, case.verifier, artifacts)
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(
             outcome=Outcome.FAIL,
             failure_type=FailureType.TAMPERING,
-            reason=f"verifier: {canary[0]}",
+            reason=f"verifier: {canary[0]}"[:400],
             checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
         )
     return record, verdict, vt
 
 
+def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> SealedView:
+    """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``)."""
+    guard = ctx.tmp / f"guard-{attempt}"
+    if guard.exists():
+        shutil.rmtree(guard)
+    guard.mkdir(mode=0o755)
+    guard.chmod(0o755)
+    for name, data in guard_files(SANDBOX_WORKSPACE, vt.candidate).items():
+        (guard / name).write_bytes(data)
+        (guard / name).chmod(0o644)
+    view = env_view(ctx.spec, "verifier") or SealedView()
+    mount = ViewMount(source=str(guard), target=GUARD_MOUNT)
+    return view.model_copy(update={"mounts": (*view.mounts, mount)})
+
+
 def _runner_checks(
-    v: SandboxSession,
-    rules: Sequence[ArtifactRule],
+    ws: str,
+    verifier: Verifier,
+    res: ExecResult,
     artifacts: dict[str, bytes | None],
     nonce: str,
-    timeout: float,
 ) -> list[str]:
-    """Check each JUnit artifact's canary and cross-check it with a separate collection.
+    """Check each JUnit artifact's canary and compare it with the guard's stream.
 
     Strips the canary from ``artifacts`` in place; returns the problems (tampering).
     """
-    ws, io = v.paths.workspace, v.paths.io
-    log = v.read_file(f"{io}/{CANARY_LOG}", limit=1 << 20) or b""
-    runs = {os.path.normpath(r.junit): r for r in guarded_runs(log)}
+    stream = parse_stream(res.stderr, nonce)
     problems: list[str] = []
-    for i, rule in enumerate(r for r in rules if r.rule == "junit"):
-        run = runs.get(os.path.normpath(f"{ws}/{rule.path}"))
-        data, problem = check_canary(artifacts[rule.path], nonce, guarded=run is not None)
+    reports: dict[str, bytes | None] = {}
+    for rule in verifier.artifacts:
+        if rule.rule != "junit":
+            continue
+        path = os.path.normpath(f"{ws}/{rule.path}")
+        data, problem = check_canary(artifacts[rule.path], nonce, guarded=stream.ran_tests(path))
         artifacts[rule.path] = data
-        if problem is None and run is not None and data is not None:
-            problem = _collect_and_compare(v, run, data, i, nonce, timeout)
+        reports[path] = data
         if problem is not None:
             problems.append(f"{rule.path}: {problem}")
+    if not reports:
+        return problems
+    pytest_command = any("pytest" in a or "py.test" in a for a in verifier.command)
+    found = check_reports(stream, reports, nonce, pytest_command=pytest_command)
+    if found and res.stderr_truncated:
+        found.append(
+            "the verifier's stderr was cut at the contract's output_bytes, with the "
+            "harness's evidence in it"
+        )
+    problems.extend(p.replace(f"{ws}/", "", 1) for p in found)
     return problems
-
-
-def _collect_and_compare(
-    v: SandboxSession, run: GuardedRun, data: bytes, i: int, nonce: str, timeout: float
-) -> str | None:
-    ws, io = v.paths.workspace, v.paths.io
-    if os.path.normpath(run.dir) != ws and not run.dir.startswith(ws + "/"):
-        return None  # a run outside the workspace (a verifier's own copy): not re-collected
-    out = f"{io}/collect-{i}.json"
-    env = {**guard_env(io, nonce), "HARNESS_COLLECT_OUT": out}
-    done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
-    raw = v.read_file(out, limit=16 << 20)
-    try:
-        collected = json.loads(raw) if raw is not None else None
-    except ValueError:
-        collected = None
-    if not isinstance(collected, list):
-        if done.ok:  # pytest ran and exited 0, yet the plugin's list never appeared
-            return "a separate collection of the suite exited 0 without its test list"
-        return None  # the collection itself failed (timeout, bound): no evidence either way
-    return cross_check(data, [str(x) for x in collected])

@@ -55,9 +55,17 @@ _SHADOWABLE = _RUNNER_MODULES | frozenset(sys.stdlib_module_names)
 _MODULE_SUFFIX = re.compile(r"\.(py|pyc|pyo|pyd|so)$|\.cpython-[^/]*\.so$|\.abi3\.so$")
 _CONFIG = {"pyproject.toml", "setup.cfg", "tox.ini"}
 _RUNNER_CONTROL = re.compile(
-    r"(^|/)(conftest\.py|pytest\.ini|sitecustomize\.py|usercustomize\.py|__init__\.py|[^/]*\.pth)$"
-    r"|(^|/)[^/]*\.(dist|egg)-info(/|$)"
+    r"(^|/)(conftest\.py|\.?pytest\.(ini|toml)|sitecustomize\.py|usercustomize\.py|__init__\.py"
+    r"|[^/]*\.pth|[^/]*\.egg-link)$"
+    r"|(^|/)[^/]*\.(dist|egg)-info(/|$)",
+    re.IGNORECASE,
 )
+# Python imports these without a source the scan (or a reviewer) can read: a candidate may
+# not add or change them unless the case allows it (``verifier.protect.allow``).
+_OPAQUE = re.compile(
+    r"\.(pyc|pyo|pyd|so)$|(^|/)__pycache__(/|$)|\.cpython-[^/]*\.so$|\.abi3\.so$", re.IGNORECASE
+)
+_SCAN_CHUNK = 1 << 22
 _INTERNALS = re.compile(
     rb"\b_pytest\b|\bpluggy\b|\bdef\s+pytest_\w+|sys\.modules\s*\[\s*['\"](?:_?pytest|pluggy)"
     rb"|\bjunitxml\b|\bTestReport\b"
@@ -73,14 +81,18 @@ class VerificationTree:
     escaping symlinks, shipped artifacts, runner internals touched by its code."""
     left_out: list[str] = field(default_factory=list)
     """Files the candidate added under protected test paths: left out, noted, not flagged."""
+    candidate: list[str] = field(default_factory=list)
+    """Files and links the candidate added or changed that the tree keeps (its code): the
+    runner's guard treats what runs from them as the candidate's."""
 
 
 @functools.lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str, *, fold: bool = False) -> re.Pattern[str]:
     """Compile a workspace glob (``*`` within a name, ``**`` across folders).
 
     ``dir/**`` also matches ``dir`` itself, so a test folder replaced by a file or link is
-    caught too.
+    caught too. ``fold``: match in any letter case (importers and some file systems fold
+    case: ``X.DIST-INFO`` is a ``*.dist-info``).
     """
     out, i = [], 0
     while i < len(pattern):
@@ -102,14 +114,14 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    return re.compile("".join(out), re.S)
+    return re.compile("".join(out), re.S | (re.IGNORECASE if fold else 0))
 
 
 class _Rules:
     def __init__(self, lc: LoadedCase, start_top: set[str]) -> None:
         prot = lc.case.verifier.protect
         pats = [*(DEFAULT_PROTECTED if prot.defaults else ()), *prot.paths]
-        self._protect = [glob_regex(p) for p in pats]
+        self._protect = [glob_regex(p, fold=True) for p in pats]
         self._allow = [glob_regex(p) for p in prot.allow]
         self.hidden = {h.dest for h in lc.case.verifier.hidden}
         self._start_top = start_top
@@ -129,10 +141,19 @@ class _Rules:
             return True
         if self.allowed(rel):
             return False
+        if self._defaults and _RUNNER_CONTROL.search(rel) and not rel.endswith("__init__.py"):
+            return True  # runner configuration under any name or letter case
+        if self._defaults and _OPAQUE.search(rel):
+            return True
         return self.shadows(rel) or any(r.fullmatch(rel) for r in self._protect)
 
     def runner_control(self, rel: str) -> bool:
-        return rel in self.hidden or self.shadows(rel) or bool(_RUNNER_CONTROL.search(rel))
+        return (
+            rel in self.hidden
+            or self.shadows(rel)
+            or bool(_RUNNER_CONTROL.search(rel))
+            or bool(_OPAQUE.search(rel))
+        )
 
 
 # ---------------------------------------------------------------------------- file ops
@@ -279,6 +300,7 @@ def build_verification_tree(
                 f"candidate shipped required artifact {display(rel)}; removed before verifying"
             )
             _remove(dest / rel)
+    _refuse_module_links(start, s_entries, candidate, c_entries, dest, rules, vt)
     _scan_internals(start, s_entries, candidate, c_entries, rules, vt)
     return vt
 
@@ -377,6 +399,52 @@ def _stage_hidden(src: Path, dest_rel: str, dest: Path, vt: VerificationTree) ->
         _copy_entry(path, st, target)
 
 
+def _refuse_module_links(
+    start: Path,
+    s_entries: dict[str, os.stat_result],
+    candidate: Path,
+    c_entries: dict[str, os.stat_result],
+    dest: Path,
+    rules: _Rules,
+    vt: VerificationTree,
+) -> None:
+    """Leave out a candidate link that Python would import as a module (or a module's source).
+
+    ``helper.py -> notes.txt`` is imported as ``helper``, yet no scan of ``.py`` files reads it.
+    """
+    for rel, st in sorted(c_entries.items()):
+        if not stat.S_ISLNK(st.st_mode) or rules.allowed(rel):
+            continue
+        s_st = s_entries.get(rel)
+        if s_st is not None and _same(start / rel, s_st, candidate / rel, st):
+            continue
+        target = os.readlink(candidate / rel)
+        if not (_MODULE_SUFFIX.search(rel.lower()) or _MODULE_SUFFIX.search(target.lower())):
+            continue
+        if (dest / rel).is_symlink():
+            _remove(dest / rel)
+            vt.tampering.append(
+                f"{display(rel)}: a link the candidate added as a module ({display(target)}); "
+                "left out"
+            )
+
+
+def _findall(path: Path, size: int) -> set[bytes]:
+    """Every runner-internals match in the file, read in chunks (no size skips the scan)."""
+    found: set[bytes] = set()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        tail = b""
+        while True:
+            chunk = fh.read(_SCAN_CHUNK)
+            if not chunk:
+                break
+            data = tail + chunk
+            found.update(_INTERNALS.findall(data))
+            tail = data[-256:]
+    return found
+
+
 def _scan_internals(
     start: Path,
     s_entries: dict[str, os.stat_result],
@@ -385,18 +453,23 @@ def _scan_internals(
     rules: _Rules,
     vt: VerificationTree,
 ) -> None:
-    """Note candidate code (outside protected paths) that reaches into the runner."""
+    """Note candidate code (outside protected paths) that reaches into the runner.
+
+    Also lists, in ``vt.candidate``, every file and link the candidate added or changed that
+    the tree keeps: the runner's guard attributes what runs from them to the candidate.
+    """
     for rel, st in sorted(c_entries.items()):
-        if not rel.endswith(".py") or not stat.S_ISREG(st.st_mode) or rules.protected(rel):
+        if stat.S_ISDIR(st.st_mode) or rules.protected(rel):
             continue
         s_st = s_entries.get(rel)
         if s_st is not None and _same(start / rel, s_st, candidate / rel, st):
             continue
-        if st.st_size > 4 << 20:
+        vt.candidate.append(rel)
+        if not rel.endswith(".py") or not stat.S_ISREG(st.st_mode):
             continue
-        found = set(_INTERNALS.findall(_read(candidate / rel)))
+        found = _findall(candidate / rel, st.st_size)
         if s_st is not None and stat.S_ISREG(s_st.st_mode):
-            found -= set(_INTERNALS.findall(_read(start / rel)))
+            found -= _findall(start / rel, s_st.st_size)
         if found:
             names = ", ".join(sorted(f.decode(errors="replace") for f in found))
             vt.tampering.append(

@@ -1,0 +1,552 @@
+"""Evidence the verifier's verdict rests on, held by the harness, not by the sandbox.
+
+Candidate code is imported by the tests and runs inside the test runner's process, as the
+same user as the runner: any file the runner can write there (a log in the io dir, a
+collection list) the candidate can delete or forge. So the evidence does not live in a
+file. The harness's guard (:func:`guard_files`, mounted read-only outside the io dir)
+writes it to the verifier's inherited stderr *as it happens*, one line per record, and the
+harness reads it from the captured stream after the run: what was written cannot be taken
+back by code that runs later in the process (an exit handler, a rewritten report).
+
+Records (``@@harness:<nonce>@@ {json}``):
+
+* ``start``: a pytest run that writes a JUnit report began (its report path, its run id);
+* ``t``: one phase of one test ended (JUnit id, phase, outcome), from the runner's own
+  report object, before any report writer sees it;
+* ``n``: how many items the run collected (after the canary was added);
+* ``x``: the guard saw tampering in the process: a runner module or class attribute
+  replaced since the plugin loaded (before any candidate code), a hook implemented by
+  candidate code or by code without a source file, or an audited event (``gc`` object
+  walks, frame access, ``ctypes``, tracing, a code object replaced) raised directly by
+  candidate code (the irremovable audit hook of the guard's ``sitecustomize``);
+* ``end``: the run finished (its exit status, how many outcomes it streamed).
+
+:func:`check_reports` compares each pytest JUnit report with its run's stream: a report
+without a stream, a stream without its ``end``, a test the stream failed, skipped or never
+ran that the report passes, a failed test the report dropped, a canary the stream saw pass,
+or any ``x`` record: tampering, never "no evidence either way". There is one run: nothing
+tells candidate code it is being checked rather than judged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.trial.junit import JUnitError, parse_junit
+
+__all__ = [
+    "GUARD_MOUNT",
+    "Stream",
+    "check_reports",
+    "guard_files",
+    "parse_stream",
+    "strip_stream",
+]
+
+GUARD_MOUNT = "/harness/guard"
+"""Where the guard is mounted, read-only and root-owned, in the verifier's sandbox."""
+_MAX_RECORDS = 200_000
+_MAX_X = 50
+
+_SITECUSTOMIZE = r'''"""harness guard: workspace imported last; an audit hook none can remove."""
+import json as _json
+import os as _os
+import sys as _sys
+
+_extra = [_os.getcwd()]
+if _sys.argv and _sys.argv[0].endswith(".py"):
+    _extra.append(_os.path.dirname(_os.path.abspath(_sys.argv[0])))
+for _p in _extra:
+    if _p not in _sys.path:
+        _sys.path.append(_p)
+
+
+def _install():
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    try:
+        with open(_os.path.join(here, "guard.json")) as fh:
+            cfg = _json.load(fh)
+    except (OSError, ValueError):
+        cfg = {}
+    ws = cfg.get("workspace", "/workspace")
+    cand = frozenset(_os.path.join(ws, p) for p in cfg.get("candidate", ()))
+    prefix = ("\n@@harness:" + _os.environ.get("HARNESS_CANARY", "") + "@@ ").encode()
+    try:
+        fd = _os.dup(2)
+    except OSError:
+        return
+    watch = frozenset(
+        (
+            "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
+            "sys._current_frames", "sys.settrace", "sys.setprofile", "object.__setattr__",
+            "object.__delattr__", "sys.addaudithook", "code.__new__", "function.__new__",
+        )
+    )
+    frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
+    getframe = _sys._getframe
+    dumps = _json.dumps
+    write = _os.write
+    pid = _os.getpid
+    state = [False, 0]
+
+    def hook(event, args):
+        if state[0] or state[1] >= 50:
+            return
+        if event == "object.__getattr__":
+            if len(args) < 2 or args[1] not in frames:
+                return
+        elif event not in watch and not event.startswith("ctypes."):
+            return
+        state[0] = True
+        try:
+            f = getframe(1)
+            name = f.f_code.co_filename
+            if name in cand or (name.startswith("<") and not name.startswith("<frozen")):
+                state[1] += 1
+                what = {"k": "x", "pid": pid(), "what": "audit: " + event,
+                        "where": "%s:%d" % (name, f.f_lineno)}
+                write(fd, prefix + dumps(what).encode() + b"\n")
+        except Exception:
+            pass
+        finally:
+            state[0] = False
+
+    _sys.addaudithook(hook)
+
+
+_install()
+del _install
+'''
+
+_PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
+import json
+import os
+import secrets
+import sys
+from time import monotonic as _monotonic
+
+import pytest
+
+_NONCE = os.environ.get("HARNESS_CANARY", "unset")
+_NAME = "harness_canary_" + _NONCE
+_PREFIX = ("\n@@harness:" + _NONCE + "@@ ").encode()
+_RUN = "%d-%s" % (os.getpid(), secrets.token_hex(4))
+_FD = os.dup(2)
+_WRITE = os.write
+_DUMPS = json.dumps
+
+
+def _emit(rec):
+    rec["run"] = _RUN
+    try:
+        _WRITE(_FD, _PREFIX + _DUMPS(rec).encode() + b"\n")
+    except OSError:
+        pass
+
+
+def _guard_config():
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.json")) as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        cfg = {}
+    ws = cfg.get("workspace", "/workspace")
+    return frozenset(os.path.join(ws, p) for p in cfg.get("candidate", ()))
+
+
+_CANDIDATE = _guard_config()
+_WATCHED = ("_pytest", "pytest", "pluggy", __name__)
+# State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
+_REBOUND = frozenset(
+    (
+        "_pytest.config.Config._getini_unknown_type",
+        "_pytest.debugging.pytestPDB._pluginmanager",
+        "_pytest.debugging.pytestPDB._config",
+        "_pytest.debugging.pytestPDB._saved",
+        "_pytest.debugging.pytestPDB._recursive_debug",
+        "_pytest.debugging.pytestPDB._wrapped_pdb_cls",
+        "_pytest.assertion.util._reprcompare",
+        "_pytest.assertion.util._config",
+        "_pytest.assertion.util._assertion_pass",
+    )
+)
+
+
+def _snapshot(seen, out):
+    for name, mod in list(sys.modules.items()):
+        if name in seen or mod is None or not name.split(".")[0] in _WATCHED:
+            continue
+        seen.add(name)
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for key, value in list(d.items()):
+            if not key.startswith("__") and name + "." + key not in _REBOUND:
+                out.append((name, d, key, value))
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                owner = name + "." + key
+                for ckey, cvalue in list(value.__dict__.items()):
+                    if ckey in ("__dict__", "__weakref__", "__doc__", "__abstractmethods__"):
+                        continue
+                    if owner + "." + ckey not in _REBOUND:
+                        out.append((owner, value.__dict__, ckey, cvalue))
+
+
+# Taken when pytest imports this plugin (``-p``): before conftests, entry points and tests,
+# so before any candidate code has run.
+_SEEN = set()
+_STATE = []
+_snapshot(_SEEN, _STATE)
+_MISSING = object()
+_REPORTED = set()
+_LAST = [0.0]
+
+
+def _x(what):
+    if what not in _REPORTED and len(_REPORTED) < 50:
+        _REPORTED.add(what)
+        _emit({"k": "x", "what": what})
+
+
+def _foreign_file(name):
+    if not isinstance(name, str):
+        return None
+    if name in _CANDIDATE or (name.startswith("<") and not name.startswith("<frozen")):
+        return name
+    return None
+
+
+def _foreign(value, depth=0):
+    """Where ``value`` comes from when that is candidate code or code without a file."""
+    if depth > 3 or value is None:
+        return None
+    fn = getattr(value, "__func__", value)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        return _foreign_file(code.co_filename)
+    inner = (
+        getattr(value, "func", None)
+        or getattr(value, "__wrapped__", None)
+        or getattr(value, "fget", None)
+    )
+    if inner is not None and inner is not value:
+        return _foreign(inner, depth + 1)
+    kind = value if isinstance(value, type) else type(value)
+    mod = sys.modules.get(getattr(kind, "__module__", "") or "")
+    where = getattr(mod, "__file__", None)
+    if where is None and kind.__module__ not in ("builtins",) and not isinstance(value, type):
+        return None
+    if where is None and isinstance(value, type) and kind.__module__ not in sys.modules:
+        return "<%s>" % kind.__module__
+    return _foreign_file(where)
+
+
+def _check_state():
+    for owner, d, key, value in _STATE:
+        now = d.get(key, _MISSING)
+        if now is value:
+            continue
+        if now is _MISSING:
+            _x("runner attribute deleted: %s.%s" % (owner, key))
+            continue
+        where = _foreign(now)
+        if where is not None:
+            _x("runner attribute %s.%s replaced by code from %s" % (owner, key, where))
+
+
+def _check_hooks(config):
+    pm = config.pluginmanager
+    for hook_name in dir(pm.hook):
+        if not hook_name.startswith("pytest_"):
+            continue
+        caller = getattr(pm.hook, hook_name, None)
+        get = getattr(caller, "get_hookimpls", None)
+        for impl in get() if get is not None else ():
+            where = _foreign(getattr(impl, "function", None))
+            if where is not None:
+                _x("hook %s implemented by %s" % (hook_name, where))
+
+
+def _junit_id(config, nodeid):
+    from _pytest.junitxml import mangle_test_address
+
+    names = mangle_test_address(nodeid)
+    prefix = getattr(config.option, "junitprefix", None)
+    if prefix:
+        names[0] = prefix + "." + names[0]
+    return ".".join(names[:-1]) + "::" + names[-1] if len(names) > 1 else names[0]
+
+
+class _Canary(pytest.Item):
+    def runtest(self):
+        raise AssertionError("harness canary")
+
+    def repr_failure(self, excinfo, style=None):
+        return "harness canary: fails on purpose (checks the runner reports failures)"
+
+    def reportinfo(self):
+        return self.path, None, _NAME
+
+
+_CONFIG = []
+
+
+def pytest_configure(config):
+    _CONFIG.append(config)
+    xml = getattr(config.option, "xmlpath", None)
+    collect = getattr(config.option, "collectonly", False)
+    config._harness_canary = bool(xml) and not collect
+    if config._harness_canary:
+        where = str(config.invocation_params.dir)
+        _emit({"k": "start", "junit": os.path.abspath(xml), "dir": where})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    if getattr(config, "_harness_canary", False):
+        items.append(_Canary.from_parent(session, name=_NAME))
+
+
+def pytest_collection_finish(session):
+    if getattr(session.config, "_harness_canary", False):
+        _snapshot(_SEEN, _STATE)
+        _check_state()
+        _check_hooks(session.config)
+        _emit({"k": "n", "n": len(session.items)})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report):
+    if not _CONFIG or not getattr(_CONFIG[0], "_harness_canary", False):
+        return
+    test_id = _junit_id(_CONFIG[0], report.nodeid)
+    _emit({"k": "t", "id": test_id, "when": report.when, "o": report.outcome})
+    if report.when == "teardown" and _monotonic() - _LAST[0] > 1.0:
+        # A few ms a check: after each test at most once a second, and always at the end.
+        _LAST[0] = _monotonic()
+        _check_state()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report, config):
+    # Keep the canary out of the terminal's failures (reviewers read that output).
+    if report.when == "call" and report.nodeid.endswith("::" + _NAME):
+        return "harness canary", "", ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not getattr(config, "_harness_canary", False):
+        return
+    _check_state()
+    _check_hooks(config)
+    _emit({"k": "end", "exit": int(exitstatus)})
+    # The canary's own failure must not change the run's exit status.
+    if exitstatus == 1 and session.testsfailed == 1:
+        session.exitstatus = 0
+'''
+
+
+def guard_files(workspace: str, candidate: Iterable[str]) -> dict[str, bytes]:
+    """Return the guard's files (mounted read-only at :data:`GUARD_MOUNT`).
+
+    ``candidate``: the workspace-relative files the candidate added or changed; code from
+    them that walks the runner's objects, or implements a runner hook, is tampering.
+    """
+    cfg = {"workspace": workspace, "candidate": sorted(candidate)}
+    return {
+        "sitecustomize.py": _SITECUSTOMIZE.encode(),
+        "harness_canary.py": _PLUGIN.encode(),
+        "guard.json": json.dumps(cfg).encode(),
+    }
+
+
+# ---------------------------------------------------------------------------- the stream
+
+
+@dataclass
+class _Run:
+    junit: str
+    outcomes: list[tuple[str, str, str]] = field(default_factory=list)
+    collected: int | None = None
+    end: dict[str, object] | None = None
+
+
+@dataclass
+class Stream:
+    """The guard's records, as read from the verifier's captured stderr."""
+
+    runs: dict[str, _Run] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    """Run ids in the order they started."""
+    tampering: list[str] = field(default_factory=list)
+    """What the guard saw in the process (``x`` records), deduplicated, in order."""
+    malformed: int = 0
+    """Records with the nonce that are not valid (only candidate code writes those)."""
+
+    def ran_tests(self, junit: str) -> bool:
+        """Tell whether the last run writing ``junit`` streamed any test outcome.
+
+        A run whose collection failed runs no test, the canary included: its report has
+        no canary to check.
+        """
+        runs = [self.runs[r] for r in self.order if self.runs[r].junit == os.path.normpath(junit)]
+        return bool(runs and runs[-1].outcomes)
+
+
+def _marker(nonce: str) -> bytes:
+    return f"@@harness:{nonce}@@ ".encode()
+
+
+def parse_stream(stderr: bytes, nonce: str) -> Stream:
+    """Parse the guard's records out of ``stderr`` (other output is ignored)."""
+    stream = Stream()
+    marker = _marker(nonce)
+    count = 0
+    for line in stderr.split(b"\n"):
+        at = line.find(marker)
+        if at < 0:
+            continue
+        count += 1
+        if count > _MAX_RECORDS:
+            stream.malformed += 1
+            break
+        try:
+            rec = json.loads(line[at + len(marker) :])
+            if not isinstance(rec, dict):
+                raise ValueError
+            _apply(stream, rec)
+        except (ValueError, TypeError, KeyError, RecursionError):
+            stream.malformed += 1
+    return stream
+
+
+def _apply(stream: Stream, rec: dict[str, object]) -> None:
+    kind = rec["k"]
+    if kind == "x":
+        what = f"{rec['what']}" + (f" at {rec['where']}" if "where" in rec else "")
+        if what not in stream.tampering and len(stream.tampering) < _MAX_X:
+            stream.tampering.append(what)
+        return
+    run_id = str(rec["run"])
+    if kind == "start":
+        if run_id in stream.runs:
+            raise ValueError("a run started twice")
+        stream.runs[run_id] = _Run(junit=os.path.normpath(str(rec["junit"])))
+        stream.order.append(run_id)
+        return
+    run = stream.runs[run_id]
+    if run.end is not None:
+        raise ValueError("a record after the run's end")
+    if kind == "t":
+        run.outcomes.append((str(rec["id"]), str(rec["when"]), str(rec["o"])))
+    elif kind == "n":
+        run.collected = int(str(rec["n"]))
+    elif kind == "end":
+        run.end = rec
+    else:
+        raise ValueError(f"unknown record kind {kind!r}")
+
+
+def strip_stream(stderr: bytes, nonce: str) -> bytes:
+    """Return ``stderr`` without the guard's records (what a reviewer reads)."""
+    pattern = rb"\n?[^\n]*" + re.escape(_marker(nonce)) + rb"[^\n]*\n?"
+    return re.sub(pattern, b"\n", stderr) if _marker(nonce) in stderr else stderr
+
+
+# ---------------------------------------------------------------------------- judging
+
+
+def _streamed_status(phases: Sequence[tuple[str, str]]) -> str:
+    """Summarise one test's phases the way a JUnit writer would."""
+    outcomes = {(when, o) for when, o in phases}
+    if ("call", "failed") in outcomes:
+        return "failed"
+    if any(o == "failed" for _, o in outcomes):
+        return "error"
+    if any(o == "skipped" for _, o in outcomes):
+        return "skipped"
+    if ("call", "passed") in outcomes:
+        return "passed"
+    return "error"  # a test with no call phase that neither failed nor skipped
+
+
+def _compare(run: _Run, data: bytes, nonce: str) -> str | None:
+    if run.end is None:
+        return (
+            "the run's evidence stream ended before the run did (the process was cut short "
+            "or its stream silenced)"
+        )
+    per_test: dict[str, list[tuple[str, str]]] = {}
+    for test_id, when, outcome in run.outcomes:
+        per_test.setdefault(test_id, []).append((when, outcome))
+    canary = [k for k in per_test if k.endswith(f"harness_canary_{nonce}")]
+    streamed = {k: _streamed_status(v) for k, v in per_test.items() if k not in canary}
+    if canary and any(_streamed_status(per_test[k]) not in ("failed", "error") for k in canary):
+        return "the harness canary test passed in the runner itself: the runner was patched"
+    if streamed and not canary:
+        return "the harness canary test never ran: the runner's collection was changed"
+    try:
+        report = parse_junit(data)
+    except JUnitError:
+        return None  # judged (and failed) as an invalid artifact
+    cases = [c for c in report.cases if not c.name.endswith(f"harness_canary_{nonce}")]
+    reported = Counter(c.id for c in cases if c.status == "passed")
+    ran = Counter(k for k, s in streamed.items() if s == "passed")
+    forged = [k for k in reported if reported[k] > ran.get(k, 0)]
+    if forged:
+        was = streamed.get(forged[0], "never run")
+        return (
+            f"the report passes {len(forged)} test(s) the runner did not pass "
+            f"(e.g. {forged[0]}: {was} in the harness's stream)"
+        )
+    in_report = {c.id for c in cases}
+    dropped = [k for k, s in streamed.items() if s in ("failed", "error") and k not in in_report]
+    if dropped:
+        return f"the report dropped {len(dropped)} failing test(s) (e.g. {dropped[0]})"
+    return None
+
+
+def check_reports(
+    stream: Stream,
+    reports: Mapping[str, bytes | None],
+    nonce: str,
+    *,
+    pytest_command: bool,
+) -> list[str]:
+    """Check each JUnit report (host-side data keyed by its path in the sandbox) on the stream.
+
+    ``pytest_command``: the verifier command names pytest, so each of its JUnit reports
+    must have come with a stream. Returns the problems (each one is tampering).
+    """
+    problems = [
+        f"the harness guard saw tampering in the test process: {w}" for w in stream.tampering
+    ]
+    if stream.malformed:
+        problems.append(
+            f"{stream.malformed} forged or malformed record(s) in the harness's evidence stream"
+        )
+    for path, data in reports.items():
+        runs = [
+            stream.runs[r] for r in stream.order if stream.runs[r].junit == os.path.normpath(path)
+        ]
+        if not runs:
+            made_by_pytest = data is not None and b'name="pytest"' in data[:4096]
+            if data is not None and (pytest_command or made_by_pytest):
+                problems.append(
+                    f"{path}: no harness-held evidence for this report (the runner's guard "
+                    "never reported the run that wrote it)"
+                )
+            continue
+        if data is None:
+            continue  # judged (and failed) as a missing artifact
+        problem = _compare(runs[-1], data, nonce)
+        if problem is not None:
+            problems.append(f"{path}: {problem}")
+    return problems

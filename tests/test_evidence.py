@@ -1,0 +1,106 @@
+"""The harness-held evidence stream, judged against JUnit reports (pure functions)."""
+
+from __future__ import annotations
+
+import json
+
+from harness.trial.evidence import check_reports, parse_stream, strip_stream
+
+NONCE = "n0nce"
+PATH = "/workspace/reports/junit.xml"
+CANARY = f"::harness_canary_{NONCE}"
+
+
+def rec(**fields: object) -> bytes:
+    return b"\n@@harness:" + NONCE.encode() + b"@@ " + json.dumps(fields).encode() + b"\n"
+
+
+def stream(*tests: tuple[str, str], end: bool = True, canary: str = "failed") -> bytes:
+    out = b"some output\n" + rec(k="start", run="r", junit=PATH, dir="/workspace")
+    out += rec(k="n", run="r", n=len(tests) + 1)
+    for test_id, outcome in (*tests, (CANARY, canary)):
+        for when in ("setup", "call", "teardown"):
+            out += rec(
+                k="t", run="r", id=test_id, when=when, o=outcome if when == "call" else "passed"
+            )
+    if end:
+        out += rec(k="end", run="r", exit=1)
+    return out
+
+
+def report(*cases: tuple[str, str]) -> bytes:
+    body = "".join(
+        f'<testcase classname="{c.split("::")[0]}" name="{c.split("::")[1]}">'
+        + ("<failure/>" if s == "failed" else "<skipped/>" if s == "skipped" else "")
+        + "</testcase>"
+        for c, s in cases
+    )
+    return f'<testsuites><testsuite name="pytest">{body}</testsuite></testsuites>'.encode()
+
+
+def problems(err: bytes, data: bytes | None, *, pytest_command: bool = True) -> list[str]:
+    return check_reports(
+        parse_stream(err, NONCE), {PATH: data}, NONCE, pytest_command=pytest_command
+    )
+
+
+def test_a_report_that_agrees_with_its_stream_is_believed() -> None:
+    err = stream(("t.m::a", "passed"), ("t.m::b", "failed"))
+    assert problems(err, report(("t.m::a", "passed"), ("t.m::b", "failed"))) == []
+
+
+def test_every_way_a_report_can_disagree_is_tampering() -> None:
+    err = stream(("t.m::a", "passed"), ("t.m::b", "failed"), ("t.m::c", "skipped"))
+    forged = problems(
+        err, report(("t.m::a", "passed"), ("t.m::b", "passed"), ("t.m::c", "skipped"))
+    )
+    assert "did not pass" in forged[0] and "t.m::b: failed" in forged[0]
+    assert (
+        "did not pass"
+        in problems(err, report(("t.m::a", "passed"), ("t.m::c", "passed"), ("t.m::b", "failed")))[
+            0
+        ]
+    )
+    assert "never run" in problems(err, report(("t.m::z", "passed"), ("t.m::b", "failed")))[0]
+    assert "dropped" in problems(err, report(("t.m::a", "passed"), ("t.m::c", "skipped")))[0]
+
+
+def test_a_missing_or_cut_stream_is_tampering_not_no_evidence() -> None:
+    ok = report(("t.m::a", "passed"))
+    assert "no harness-held evidence" in problems(b"", ok)[0]
+    assert problems(b"", None) == []  # no report: judged as a missing artifact
+    assert (
+        problems(
+            b"", b"<testsuite><testcase classname='x' name='y'/></testsuite>", pytest_command=False
+        )
+        == []
+    )
+    assert "ended before" in problems(stream(("t.m::a", "passed"), end=False), ok)[0]
+
+
+def test_the_canary_must_fail_in_the_stream_and_run_whenever_tests_ran() -> None:
+    ok = report(("t.m::a", "passed"))
+    assert "canary test passed" in problems(stream(("t.m::a", "passed"), canary="passed"), ok)[0]
+    no_canary = stream(("t.m::a", "passed")).replace(CANARY.encode(), b"t.m::a")
+    assert problems(no_canary, ok)
+
+
+def test_guard_records_and_forged_records_are_tampering() -> None:
+    ok = report(("t.m::a", "passed"))
+    err = stream(("t.m::a", "passed")) + rec(
+        k="x", pid=3, what="audit: gc.get_objects", where="calc.py:3"
+    )
+    assert "gc.get_objects at calc.py:3" in problems(err, ok)[0]
+    forged = stream(("t.m::a", "passed")) + b"@@harness:" + NONCE.encode() + b"@@ {not json\n"
+    assert "forged or malformed" in problems(forged, ok)[0]
+    after_end = stream(("t.m::a", "passed")) + rec(
+        k="t", run="r", id="t.m::z", when="call", o="passed"
+    )
+    assert problems(after_end, ok)
+
+
+def test_the_records_are_stripped_from_what_the_reviewer_reads() -> None:
+    err = stream(("t.m::a", "passed"))
+    shown = strip_stream(err, NONCE)
+    assert b"@@harness" not in shown and b"some output" in shown
+    assert strip_stream(b"plain\n", NONCE) == b"plain\n"
