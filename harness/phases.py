@@ -12,7 +12,6 @@ verdicts.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -20,11 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from harness._safefs import loads_json
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
 from harness.cases.model import ArtifactRule, PhaseContract
 from harness.env.plan import phase_view
-from harness.errors import BudgetExceededError, CandidateTooLarge, EvaluatorError, InfraError
+from harness.errors import (
+    BudgetExceededError,
+    CandidateTooLarge,
+    EvaluatorError,
+    InfraError,
+    SandboxUnavailableError,
+)
 from harness.excerpt import select_excerpt
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
@@ -39,7 +45,14 @@ from harness.runner_guard import (
     guarded_runs,
     new_nonce,
 )
-from harness.sandbox.base import ExecResult, Sandbox, SandboxSession, SealedView, ViewMount
+from harness.sandbox.base import (
+    ExecResult,
+    Sandbox,
+    SandboxSession,
+    SealedView,
+    ViewMount,
+    start_probe,
+)
 from harness.verify import judge_verifier
 from harness.vtree import VerificationTree, build_verification_tree
 from harness.workspace import extract_tree
@@ -283,12 +296,15 @@ def verifier_phase(
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
-        v.put_tree(tree)
-        ws = v.paths.workspace
+        # The harness's own files first: a candidate that fills the disk cannot crowd them
+        # out; a candidate that does not fit the verifier's disk is its own `disk` failure.
         for name, data in guard_files().items():
             v.write_file(f"{v.paths.io}/{name}", data)
+        _put_candidate(v, tree, case.contract.verifier.disk_mb)
+        ws = v.paths.workspace
         nonce = new_nonce()
         timeout = case.contract.verifier.timeout_seconds
+        _check_starts(v, case.verifier.command, timeout)
         res = v.exec(case.verifier.command, env=guard_env(v.paths.io, nonce), timeout=timeout)
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
@@ -296,7 +312,7 @@ def verifier_phase(
         }
         canary = _runner_checks(v, case.verifier.artifacts, artifacts, nonce, timeout)
         record = _phase_record("verifier", res, v, ctx.blobs)
-    verdict = judge_verifier(res, case.verifier, artifacts)
+    verdict = judge_verifier(res, case.verifier, artifacts, started=True)
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(
@@ -306,6 +322,40 @@ def verifier_phase(
             checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
         )
     return record, verdict, vt
+
+
+def _put_candidate(v: SandboxSession, tree: Path, disk_mb: int | None) -> None:
+    """Copy the verifier tree in; a disk bound it overflows is the candidate's ``disk``."""
+    try:
+        v.put_tree(tree)
+    except SandboxUnavailableError as exc:
+        if exc.reason != "disk_full":
+            raise
+        raise CandidateTooLarge(
+            f"the candidate does not fit the verifier's disk of {disk_mb} MiB ({exc})",
+            kind="disk",
+            limit=float(disk_mb or 0),
+            observed=float(disk_mb or 0),
+        ) from exc
+
+
+def _check_starts(v: SandboxSession, command: Sequence[str], timeout: float) -> None:
+    """Tell "the verifier could not start" apart from candidate code exiting 126/127.
+
+    Before any candidate code runs, the session's shell resolves the command's first word
+    (``command -v``: a name on ``PATH`` or an executable path). Only a command that does
+    not resolve is the evaluator's error; once it resolved, any exit status of the run is
+    judged as the verifier's (:func:`harness.verify.judge_verifier` with ``started``).
+
+    Raises:
+        EvaluatorError: the verifier command is not found or not executable here.
+    """
+    done = v.exec(start_probe(command[0]), timeout=min(timeout, 60.0))
+    if not done.ok:
+        raise EvaluatorError(
+            f"the verifier command {command[0]!r} is not found or not executable in the "
+            f"verifier's sandbox (exit {done.exit_code}, {done.termination.value})"
+        )
 
 
 def _runner_checks(
@@ -345,7 +395,7 @@ def _collect_and_compare(
     done = v.exec(run.collect_argv(), env=env, cwd=run.dir, timeout=timeout)
     raw = v.read_file(out, limit=16 << 20)
     try:
-        collected = json.loads(raw) if raw is not None else None
+        collected = loads_json(raw) if raw is not None else None
     except ValueError:
         collected = None
     if not isinstance(collected, list):

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from harness._safefs import rmtree
 from harness.errors import HarnessError
 
 __all__ = [
@@ -117,7 +118,7 @@ def prune_local(base_dir: Path | None = None) -> list[str]:
             continue
         if os.path.ismount(d):
             _umount(d)
-        shutil.rmtree(d, ignore_errors=True)
+        rmtree(d)  # iterative: a 1,200-deep folder left by a command is removed too
         if not d.exists():
             removed.append(str(d))
     with contextlib.suppress(Exception):
