@@ -132,7 +132,8 @@ def test_a_fifo_as_the_result_file_is_refused_not_waited_on(project: Path, backe
 def test_a_fifo_as_the_junit_report_is_refused_not_waited_on(project: Path, backend: str) -> None:
     done = _run(project, "mess-fifo-junit", backend)
     verdict = _agents_fail(project, done)
-    assert verdict["failure_type"] in ("missing_artifact", "invalid_artifact"), verdict
+    # Candidate code may also change the exit status on the way out: any fail of its own.
+    assert verdict["failure_type"] in ("missing_artifact", "invalid_artifact", "test_failure")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
