@@ -231,3 +231,25 @@ def test_a_replayed_candidate_with_a_link_out_of_its_tree_is_judged_again(
     again = _run(project, "replayer", backend)
     replayed = _agents_fail(project, again)
     assert replayed["failure_type"] == first["failure_type"], (first, replayed)
+
+
+def test_deep_debris_of_a_dead_run_is_pruned_not_fatal(tmp_path: Path) -> None:
+    """A folder 1,200 deep left by an earlier crashed run: prune removes it, exit 0."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    debris = tmp_path / f"harness-trial-p{dead.pid}-leftover"
+    debris.mkdir()
+    here = os.getcwd()
+    os.chdir(debris)
+    try:
+        for _ in range(1200):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    old = debris.stat().st_mtime - 3600
+    os.utime(debris, (old, old))  # older than any process that could reuse the pid
+    done = harness(tmp_path, "sandbox", "prune", env={"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not debris.exists()
