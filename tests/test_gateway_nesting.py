@@ -12,7 +12,6 @@ from test_gateway import _raw, _session, gateway, scripted  # noqa: F401  (fixtu
 
 from harness.gateway import Gateway
 
-
 NESTED = [
     b"[" * 100_000,  # unbalanced: json gives up with a ValueError before recursing deep
     b"[" * 100_000 + b"]" * 100_000,  # balanced: json recurses once per level
