@@ -5,11 +5,14 @@
 #   chromium    headless browser that opens the HTML report in the report tests
 #   python3-pytest  the system interpreter's pytest: the sealed sandbox shows only /usr, so
 #               verifiers run /usr/bin/python3 (never the harness's own interpreter)
+#   python3-venv    a virtual environment of the system interpreter: CI runs the docker
+#               end-to-end from /usr/bin/python3 too (Debian 12's 3.11.2)
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v git >/dev/null || need+=(git)
 /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+/usr/bin/python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ "${HARNESS_WITH_BROWSER:-0}" = 1 ]; then
   command -v chromium >/dev/null || need+=(chromium)
 fi

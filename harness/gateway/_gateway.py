@@ -11,7 +11,6 @@ session; the trial turns them into verdicts when the phase ends.
 from __future__ import annotations
 
 import hmac
-import json
 import os
 import secrets
 import shutil
@@ -23,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness._safefs import loads_json
 from harness.cases.model import Limits
 from harness.digest import digest_bytes, digest_json
 from harness.errors import ConfigError, InfraError
@@ -82,7 +82,7 @@ def check_keys(upstreams: Mapping[str, Upstream], env: Mapping[str, str] | None 
 def request_key(body: bytes) -> str:
     """Replay key of a request: the digest of its canonical JSON content."""
     try:
-        return digest_json(json.loads(body))
+        return digest_json(loads_json(body))
     except ValueError:
         return digest_bytes(body)
 
@@ -174,7 +174,7 @@ class Session:
         if not hmac.compare_digest(call.token.encode(), self.token.encode()):
             return refusal(401, self._gw.token_problem(call.token), "token")
         try:
-            doc = json.loads(call.body)
+            doc = loads_json(call.body)
         except ValueError:
             doc = None
         if not isinstance(doc, dict):

@@ -51,6 +51,8 @@ ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcep
 
 def engine_unavailable(what: str, exc: BaseException, reason: str) -> SandboxUnavailableError:
     msg = str(getattr(exc, "explanation", None) or exc).strip() or type(exc).__name__
+    if "no space left on device" in msg.lower():  # a session volume's size bound is full
+        reason = "disk_full"
     return SandboxUnavailableError(f"docker: {what}: {msg}", reason=reason)
 
 

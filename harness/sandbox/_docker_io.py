@@ -1,17 +1,16 @@
 """Byte plumbing of the Docker backend: the attach-stream reader and the tar archives.
 
 :class:`Capture` demultiplexes a command container's attach socket (the engine's 8-byte
-frame headers) keeping the head of stdout and stderr. The ``_pack_*`` / ``unpack_tree`` /
+frame headers) keeping the head of stdout and stderr. The ``pack_*`` / ``unpack_tree`` /
 ``first_file`` helpers build and read the tar archives that ``put_archive`` and
-``get_archive`` move between the host and a session's holder container; extraction uses
-the ``tar`` filter minus set-uid/set-gid bits.
+``get_archive`` move between the host and a session's holder container; extraction is
+:func:`harness._safefs.safe_extract` (no set-uid/set-gid bits, nothing out of the tree).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import stat
 import tarfile
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness._safefs import safe_extract
 from harness.sandbox._treebound import TreeCounter
 
 
@@ -74,14 +74,6 @@ def _add_parents(tar: tarfile.TarFile, rel: PurePosixPath, uid: int, gid: int) -
         tar.addfile(info)
 
 
-def _extract_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """``tar`` filter (no escaping dest, no writing through links) minus special bits."""
-    out = tarfile.tar_filter(member, dest)
-    if out is not None and out.mode is not None:
-        out = out.replace(mode=out.mode & ~(stat.S_ISUID | stat.S_ISGID), deep=False)
-    return out
-
-
 def pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
     """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``."""
     buf = io.BytesIO()
@@ -116,11 +108,12 @@ def pack_file(rel: PurePosixPath, data: bytes, uid: int, gid: int) -> bytes:
 
 
 class _StreamReader(io.RawIOBase):
-    """A file object over the engine's chunk iterator that keeps what it read."""
+    """A file object over the engine's chunk iterator that keeps what it read (if ``keep``)."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(self, chunks: Iterable[bytes], *, keep: bool = True) -> None:
         self._it, self._buf = iter(chunks), memoryview(b"")
         self.seen: list[bytes] = []
+        self._keep = keep
 
     def readable(self) -> bool:
         return True
@@ -131,7 +124,8 @@ class _StreamReader(io.RawIOBase):
                 chunk = next(self._it)
             except StopIteration:
                 return 0
-            self.seen.append(chunk)
+            if self._keep:
+                self.seen.append(chunk)
             self._buf = memoryview(chunk)
         n = min(len(b), len(self._buf))
         b[:n], self._buf = self._buf[:n], self._buf[n:]
@@ -145,27 +139,39 @@ def unpack_tree(
 
     The archive is first read as a stream, member headers only: ``counter`` sees every
     member, so an archive over its bound stops there, before anything is extracted (the
-    extraction, not the transfer, is what costs). Names are kept as bytes, odd ones too.
+    extraction, not the transfer, is what costs). A folder deeper than
+    :data:`~harness._safefs.MAX_TREE_DEPTH` stops it too, with or without ``counter``.
+    Names are kept as bytes, odd ones too. Extraction is :func:`~harness._safefs.safe_extract`
+    (any 3.11): a symlink leaving the tree is kept inert, as the command left it.
     """
     raw = _StreamReader([data] if isinstance(data, bytes) else data)
+    counter = counter if counter is not None else TreeCounter(None, None)
     with tarfile.open(fileobj=io.BufferedReader(raw, 1 << 20), mode="r|") as tar:
         for m in tar:
-            if counter is not None and PurePosixPath(m.name).parts[1:]:
-                counter.add(m.size if m.isreg() else 0)
+            parts = PurePosixPath(m.name).parts[1:]
+            if parts:
+                counter.add(m.size if m.isreg() else 0, depth=len(parts))
     with tarfile.open(fileobj=io.BytesIO(b"".join(raw.seen))) as tar:
         members = []
         for m in tar.getmembers():
             parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
-            if not parts or not (m.isreg() or m.isdir() or m.issym()):
+            if not parts or not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
                 continue
             m.name = str(PurePosixPath(*parts))
+            if m.islnk():
+                m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
             members.append(m)
-        tar.extractall(dest, members=members, filter=_extract_filter)
+        safe_extract(tar, dest, members, outside_links="keep")
 
 
-def first_file(data: bytes, limit: int | None) -> bytes | None:
-    """Up to ``limit`` bytes of the archive's first member; ``None`` unless a regular file."""
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+def first_file(data: bytes | Iterable[bytes], limit: int | None) -> bytes | None:
+    """Up to ``limit`` bytes of the archive's first member; ``None`` unless a regular file.
+
+    ``data`` may be the engine's chunk stream: it is read as a stream and only up to the
+    bound is kept (a 1 GiB sparse file never sits in memory), the rest is never read.
+    """
+    raw = _StreamReader([data] if isinstance(data, bytes) else data, keep=False)
+    with tarfile.open(fileobj=io.BufferedReader(raw, 1 << 16), mode="r|") as tar:
         first = tar.next()
         if first is None or not first.isreg():
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
+from harness._safefs import MAX_TREE_DEPTH
 from harness.errors import CandidateTooLarge
 
 __all__ = ["TreeCounter", "check_host_tree"]
@@ -17,12 +18,21 @@ class TreeCounter:
         self.max_files, self.max_bytes = max_files, max_bytes
         self.files = self.bytes = 0
 
-    def add(self, size: int) -> None:
-        """Count one entry (file, link or folder) of ``size`` bytes.
+    def add(self, size: int, *, depth: int = 1) -> None:
+        """Count one entry (file, link or folder) of ``size`` bytes, ``depth`` levels down.
 
         Raises:
-            CandidateTooLarge: the tree is now over one of its bounds.
+            CandidateTooLarge: the tree is now over one of its bounds, or the entry is
+                deeper than :data:`~harness._safefs.MAX_TREE_DEPTH` (always bounded: every
+                walk of the tree on the host stays far from Python's recursion limit).
         """
+        if depth > MAX_TREE_DEPTH:
+            raise CandidateTooLarge(
+                f"the candidate nests folders more than {MAX_TREE_DEPTH} levels deep",
+                kind="depth",
+                limit=MAX_TREE_DEPTH,
+                observed=depth,
+            )
         self.files += 1
         self.bytes += size
         if self.max_files is not None and self.files > self.max_files:
@@ -47,14 +57,13 @@ def check_host_tree(root: str, max_files: int | None, max_bytes: int | None) -> 
     Raises:
         CandidateTooLarge: the tree is over one of its bounds.
     """
-    if max_files is None and max_bytes is None:
-        return
     counter = TreeCounter(max_files, max_bytes)
-    stack = [root]
+    stack = [(root, 1)]
     while stack:
-        with os.scandir(stack.pop()) as it:
+        top, depth = stack.pop()
+        with os.scandir(top) as it:
             for entry in it:
                 st = entry.stat(follow_symlinks=False)
-                counter.add(st.st_size if stat.S_ISREG(st.st_mode) else 0)
+                counter.add(st.st_size if stat.S_ISREG(st.st_mode) else 0, depth=depth)
                 if stat.S_ISDIR(st.st_mode):
-                    stack.append(entry.path)
+                    stack.append((entry.path, depth + 1))

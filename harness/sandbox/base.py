@@ -43,6 +43,7 @@ __all__ = [
     "Termination",
     "ViewMount",
     "session_env",
+    "start_probe",
 ]
 
 SANDBOX_UID = 65534
@@ -165,6 +166,16 @@ class SealedView(BaseModel):
     endpoint: str | None = None
     """Host unix socket of the one harness-provided endpoint (the model gateway), relayed
     into the agent phase; ``None`` means no endpoint at all."""
+
+
+def start_probe(program: str) -> tuple[str, ...]:
+    """Return the command that tells whether ``program`` can start in a session.
+
+    Run before any candidate code: exit 0 when the session's shell resolves ``program``
+    (a name on ``PATH``, or an executable path), non-zero otherwise. It tells "the verifier
+    could not start" apart from candidate code exiting 126/127 under the tests.
+    """
+    return ("/bin/sh", "-c", 'command -v -- "$1" >/dev/null', "probe", program)
 
 
 def session_env(

@@ -541,14 +541,18 @@ class DockerSession:
         self._holder_alive(f"read_file {path}")
         try:
             with docker_engine(f"read_file {path}", "transfer_failed"):
-                stream, _ = self._holder.get_archive(path)
-                data = b"".join(stream)
+                stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
+                try:  # streamed: at most ``limit`` bytes are kept, whatever the file's size
+                    return first_file(stream, limit)
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
         except SandboxUnavailableError as exc:
             if exc.reason == "container_gone":  # 404 from get_archive: the path is absent
                 self._holder_alive(f"read_file {path}")
                 return None
             raise
-        return first_file(data, limit)
 
     def remove(self, path: str) -> None:
         """Remove a file or tree at ``path`` (inside the holder, via ``rm -rf``)."""

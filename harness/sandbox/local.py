@@ -28,6 +28,7 @@ Host detection and planning (:class:`HostCapabilities`, :func:`plan_isolation`) 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import resource
@@ -42,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness._proc import Captured, capture
+from harness._safefs import read_regular, rmtree
 from harness.cases.model import PhaseContract
 from harness.errors import SandboxUnavailableError
 from harness.sandbox._cgroup import CgroupStats, ExecCgroup
@@ -156,6 +158,15 @@ def _drain(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _no_space(exc: OSError | shutil.Error) -> bool:
+    """Tell whether a failed copy ran out of space (``copytree`` gathers its errors)."""
+    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return any(
+        isinstance(e, tuple) and len(e) == 3 and "No space left" in str(e[2]) for e in exc.args[0]
+    )
+
+
 class LocalSession:
     """One local sandbox session; see the module docstring for the isolation it applies."""
 
@@ -253,8 +264,11 @@ class LocalSession:
             shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
             self._own(target, tree=True)
         except (OSError, shutil.Error) as exc:
+            full = _no_space(exc) and self._plan.disk == "tmpfs"
             raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not copy {src} into {target}: {exc}"
+                f"local sandbox {self.label}: could not copy {src} into {target}: "
+                f"{'the disk bound is full' if full else exc}",
+                reason="disk_full" if full else "infra",
             ) from exc
 
     def get_tree(
@@ -313,15 +327,15 @@ class LocalSession:
             ) from exc
 
     def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        """Read up to ``limit`` bytes; ``None`` if absent or resolving outside the session."""
+        """Read up to ``limit`` bytes of a regular file; ``None`` for anything else.
+
+        ``None`` when absent, not a regular file (a FIFO, a socket, a device, a symlink:
+        never opened blocking) or when its folder resolves outside the session.
+        """
         p = self._inside(path)
-        if not self._resolves_inside(p):
+        if not self._resolves_inside(p.parent):
             return None
-        try:
-            with open(p, "rb") as f:
-                return f.read() if limit is None else f.read(limit)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+        return read_regular(p, limit)
 
     def remove(self, path: str) -> None:
         """Remove the file, symlink or tree at ``path`` (a symlink itself, not its target)."""
@@ -329,7 +343,7 @@ class LocalSession:
         if not self._resolves_inside(p.parent):
             raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
         if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
+            rmtree(p)
         else:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
@@ -663,7 +677,7 @@ class LocalSession:
             self._kill(proc, group)
         if self._plan.disk == "tmpfs":
             umount(self._root)
-        shutil.rmtree(self._root, ignore_errors=True)
+        rmtree(self._root)  # any depth: the command may have left a 1,200-deep folder
 
     def __enter__(self) -> LocalSession:
         return self

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness._safefs import rmtree
 from harness.errors import HarnessError
 from harness.sandbox.owner import (
     EXPORTS,
@@ -69,7 +69,7 @@ def prune_local(base_dir: Path | None = None) -> list[str]:
             continue
         if os.path.ismount(d):
             umount(d)
-        shutil.rmtree(d, ignore_errors=True)
+        rmtree(d)  # iterative: a 1,200-deep folder left by a command is removed too
         if not d.exists():
             removed.append(str(d))
     with contextlib.suppress(Exception):

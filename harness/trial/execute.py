@@ -100,6 +100,8 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
             reason=f"agent: {detail}",
             checks=(CheckResult(name="agent.budget", ok=False, detail=detail),),
         )
+    if isinstance(exc, CandidateTooLarge):  # found while copying it in: still its size
+        return _too_large(exc)
     if isinstance(exc, OSError):
         return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"host: {type(exc).__name__}: {exc}")
     if isinstance(exc, HarnessError):
@@ -109,7 +111,7 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
 
 
 def _too_large(exc: CandidateTooLarge) -> Verdict:
-    kind = FailureType.FILES if exc.kind == "files" else FailureType.DISK
+    kind = FailureType.FILES if exc.kind in ("files", "depth") else FailureType.DISK
     detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
     return Verdict(
         outcome=Outcome.FAIL,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,13 @@ from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
 from harness.cases.model import PhaseContract, Verifier
 from harness.env.plan import phase_view
-from harness.errors import BudgetExceededError, CandidateTooLarge, EvaluatorError, InfraError
+from harness.errors import (
+    BudgetExceededError,
+    CandidateTooLarge,
+    EvaluatorError,
+    InfraError,
+    SandboxUnavailableError,
+)
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
 from harness.sandbox.base import (
@@ -35,6 +41,7 @@ from harness.sandbox.base import (
     SandboxSession,
     SealedView,
     ViewMount,
+    start_probe,
 )
 from harness.store.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
 from harness.trial.evidence import (
@@ -329,9 +336,10 @@ def verifier_phase(
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
-        v.put_tree(tree)
+        _put_candidate(v, tree, case.contract.verifier.disk_mb)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
+        _check_starts(v, case.verifier.command, timeout)
         res = v.exec(case.verifier.command, env=guard_env(GUARD_MOUNT, nonce), timeout=timeout)
         artifacts = {
             rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
@@ -341,7 +349,7 @@ def verifier_phase(
         # The guard's records are evidence, not output: the reviewer reads the rest.
         shown = res.model_copy(update={"stderr": strip_stream(res.stderr, nonce)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
-    verdict = judge_verifier(res, case.verifier, artifacts)
+    verdict = judge_verifier(res, case.verifier, artifacts, started=True)
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(
@@ -366,6 +374,40 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
     view = env_view(ctx.spec, "verifier") or SealedView()
     mount = ViewMount(source=str(guard), target=GUARD_MOUNT)
     return view.model_copy(update={"mounts": (*view.mounts, mount)})
+
+
+def _put_candidate(v: SandboxSession, tree: Path, disk_mb: int | None) -> None:
+    """Copy the verifier tree in; a disk bound it overflows is the candidate's ``disk``."""
+    try:
+        v.put_tree(tree)
+    except SandboxUnavailableError as exc:
+        if exc.reason != "disk_full":
+            raise
+        raise CandidateTooLarge(
+            f"the candidate does not fit the verifier's disk of {disk_mb} MiB ({exc})",
+            kind="disk",
+            limit=float(disk_mb or 0),
+            observed=float(disk_mb or 0),
+        ) from exc
+
+
+def _check_starts(v: SandboxSession, command: Sequence[str], timeout: float) -> None:
+    """Tell "the verifier could not start" apart from candidate code exiting 126/127.
+
+    Before any candidate code runs, the session's shell resolves the command's first word
+    (``command -v``: a name on ``PATH`` or an executable path). Only a command that does
+    not resolve is the evaluator's error; once it resolved, any exit status of the run is
+    judged as the verifier's (:func:`harness.trial.verify.judge_verifier` with ``started``).
+
+    Raises:
+        EvaluatorError: the verifier command is not found or not executable here.
+    """
+    done = v.exec(start_probe(command[0]), timeout=min(timeout, 60.0))
+    if not done.ok:
+        raise EvaluatorError(
+            f"the verifier command {command[0]!r} is not found or not executable in the "
+            f"verifier's sandbox (exit {done.exit_code}, {done.termination.value})"
+        )
 
 
 def _runner_checks(

@@ -15,11 +15,11 @@ nothing. Nothing here does I/O; callers pass bytes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from harness._safefs import loads_json
 from harness.cases.model import ArtifactRule, Limits, Verifier
 from harness.sandbox.base import ExecResult, Termination
 from harness.store.records import AgentClaim, CheckResult, FailureType, Outcome, Verdict
@@ -119,7 +119,7 @@ def parse_agent_result(data: bytes | None) -> AgentClaim:
     if len(data) > MAX_RESULT_BYTES:
         return AgentClaim(status="invalid")
     try:
-        doc: Any = json.loads(data, parse_constant=_reject_constant)
+        doc: Any = loads_json(data, parse_constant=_reject_constant)
         return _claim_from(doc)
     except (ValueError, RecursionError, _Invalid):
         return AgentClaim(status="invalid")
@@ -313,7 +313,7 @@ def _check_artifact(
     checks.ok(f"{prefix}.non_empty")
     if rule.rule == "json":
         try:
-            json.loads(data, parse_constant=_reject_constant)
+            loads_json(data, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
             checks.fail(f"{prefix}.json", f"not valid JSON ({exc})", FailureType.INVALID_ARTIFACT)
         else:
@@ -353,7 +353,11 @@ def _dedupe(ids: Sequence[str]) -> tuple[str, ...]:
 
 
 def judge_verifier(
-    result: ExecResult, verifier: Verifier, artifacts: Mapping[str, bytes | None]
+    result: ExecResult,
+    verifier: Verifier,
+    artifacts: Mapping[str, bytes | None],
+    *,
+    started: bool = False,
 ) -> Verdict:
     """Judge the verifier's run: the trial's verdict when the agent phase did not decide.
 
@@ -365,7 +369,9 @@ def judge_verifier(
     ``missing_artifact``; unparsable JSON/JUnit → ``invalid_artifact``; fewer executed
     tests than ``min_tests`` → ``no_tests``; failures or errors in the report, or a
     fail-to-pass / pass-to-pass test absent or not passed → ``test_failure``). Every
-    check is reported, ok or not.
+    check is reported, ok or not. With ``started`` (the caller proved the command
+    resolves in the sandbox before candidate code ran), exit 126/127 is candidate code's
+    status like any other: ``test_failure``.
 
     Raises:
         ValueError: ``artifacts`` lacks an entry for a declared artifact (a caller bug,
@@ -399,7 +405,7 @@ def judge_verifier(
         checks.ok("verifier.termination", "exit")
     code = result.exit_code
     if term is Termination.EXIT:
-        if code in _NOT_RUNNABLE and code != verifier.expected_exit:
+        if code in _NOT_RUNNABLE and code != verifier.expected_exit and not started:
             checks.fail(
                 "verifier.exit",
                 f"exited {code}: the verifier command could not run ({' '.join(verifier.command)})",

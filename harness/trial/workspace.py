@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import _proc
+from harness._safefs import UnsafeArchive, safe_extract
 from harness.cases.load import LoadedCase
 from harness.cases.model import ArchiveRepo, FolderRepo, GitRepo
 from harness.digest import digest_json, tree_manifest
@@ -71,8 +72,8 @@ def materialize(lc: LoadedCase, dest: Path) -> None:
         else:
             try:
                 with tarfile.open(archive) as tf:
-                    tf.extractall(dest, filter="data")
-            except (tarfile.TarError, OSError) as exc:
+                    safe_extract(tf, dest)
+            except (tarfile.TarError, OSError, UnsafeArchive) as exc:
                 raise CaseError(f"cannot extract archive: {exc}", file=archive) from None
     elif isinstance(repo, GitRepo):
         url = repo.url
@@ -113,10 +114,15 @@ def pack_tree(root: Path) -> bytes:
 
 
 def extract_tree(data: bytes, dest: Path) -> None:
-    """Extract a tarball made by :func:`pack_tree` into ``dest`` (safe filter)."""
+    """Extract a tarball made by :func:`pack_tree` into ``dest`` (:func:`safe_extract`).
+
+    A symlink leaving the tree is kept as an inert link, as the agent left it: the
+    verifier-owned tree leaves it out and records it (:mod:`harness.trial.vtree`), as it did when
+    the candidate was first verified, so a replay reaches the same verdict.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-        tf.extractall(dest, filter="data")
+        safe_extract(tf, dest, outside_links="keep")
 
 
 def _text(path: Path) -> list[str] | None:

@@ -1,0 +1,90 @@
+"""A hostile command agent (standard library only) for tests/integration/test_agent_mess.py.
+
+It cannot fix the bug; it tries to make its own failure the harness's instead: block the
+gate, crash a parser or a walk, exhaust memory or disk on the harness side. ``argv[1]``
+names the mechanism:
+
+* ``fifo-result``: the result file is a FIFO (a blocking open never returns);
+* ``sparse-result``: the result file is a 1 GiB sparse file (read whole, it fills memory);
+* ``fifo-junit``: candidate code replaces the verifier's JUnit report by a FIFO at exit;
+* ``deep``: a folder 1,200 levels deep in the workspace and in /tmp (recursive walks);
+* ``disk MB``: the workspace filled to just under the verifier's quota of MB MiB;
+* ``exit127``: candidate code exits 127 under the tests ("command not found"'s status);
+* ``outside-link``: a symlink out of the tree, recorded in the candidate (for a replay).
+"""
+
+import os
+import sys
+
+WS = os.environ["HARNESS_WORKSPACE"]
+RESULT = os.environ["HARNESS_RESULT"]
+SUBMIT = '{"status": "submitted", "claimed_success": true}'
+
+
+def submit():
+    with open(RESULT, "w", encoding="utf-8") as fh:
+        fh.write(SUBMIT)
+
+
+def deep(top, n=1200):
+    # os.makedirs recurses once per level: build it with relative chdir steps instead.
+    here = os.getcwd()
+    os.chdir(top)
+    for _ in range(n):
+        os.mkdir("d")
+        os.chdir("d")
+    with open("bottom.txt", "w", encoding="utf-8") as fh:
+        fh.write("deep\n")
+    os.chdir(here)
+
+
+def calc(extra):
+    with open(os.path.join(WS, "calc.py"), "w", encoding="utf-8") as fh:
+        fh.write(extra + "\n\ndef add(a, b):\n    return a - b\n")
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "fifo-result":
+        if os.path.exists(RESULT):
+            os.remove(RESULT)
+        os.mkfifo(RESULT)
+    elif mode == "sparse-result":
+        with open(RESULT, "w", encoding="utf-8") as fh:
+            fh.write(SUBMIT)
+            fh.truncate(1 << 30)
+    elif mode == "fifo-junit":
+        calc(
+            "import atexit, os\n"
+            "def _swap():\n"
+            "    p = 'reports/junit.xml'\n"
+            "    if os.path.exists(p):\n"
+            "        os.remove(p)\n"
+            "    os.mkfifo(p)\n"
+            "atexit.register(_swap)"
+        )
+        submit()
+    elif mode == "deep":
+        deep(WS)
+        deep("/tmp")
+        submit()
+    elif mode == "disk":
+        # Just under the verifier's quota (sys.argv[2] MiB): the candidate passes its size
+        # bound, and then the verifier's copy of it and its own files cannot all fit.
+        calc("# nothing here")
+        with open(os.path.join(WS, "fill.bin"), "wb") as fh:
+            fh.write(b"\1" * ((int(sys.argv[2]) << 20) - 16384))
+        submit()
+    elif mode == "exit127":
+        calc("import os\nos._exit(127)")
+        submit()
+    elif mode == "outside-link":
+        os.symlink("/etc/passwd", os.path.join(WS, "passwd-link"))
+        os.symlink("../../outside", os.path.join(WS, "up-link"))
+        submit()
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+if __name__ == "__main__":
+    main()

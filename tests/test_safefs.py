@@ -1,0 +1,258 @@
+"""harness._safefs: bounded, non-blocking primitives for what the agent wrote.
+
+The tar extraction is exercised as it runs on Debian 12's Python 3.11.2, where
+``extractall(filter=...)`` and ``tarfile.data_filter`` do not exist: the interpreter's
+filter support is removed for these tests, and one test runs the module under
+``/usr/bin/python3`` itself when that is an older 3.11.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tarfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import _safefs
+from harness._safefs import (
+    UnsafeArchive,
+    loads_json,
+    read_regular,
+    rmtree,
+    safe_extract,
+    tree_too_deep,
+)
+from harness.trial.workspace import extract_tree, pack_tree
+
+
+@pytest.fixture(autouse=True)
+def no_filter_support(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make this interpreter's tarfile look like 3.11.2's: no extraction filters."""
+    for name in ("data_filter", "tar_filter", "fully_trusted_filter"):
+        monkeypatch.delattr(tarfile, name, raising=False)
+    original = tarfile.TarFile.extractall
+
+    def extractall(self: tarfile.TarFile, *args: object, **kwargs: object) -> None:
+        if "filter" in kwargs:
+            raise TypeError("extractall() got an unexpected keyword argument 'filter'")
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tarfile.TarFile, "extractall", extractall)
+    yield
+
+
+def _tar(*members: tuple[tarfile.TarInfo, bytes | None]) -> tarfile.TarFile:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return tarfile.open(fileobj=io.BytesIO(buf.getvalue()))
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, link, 0o6777
+    return info
+
+
+def test_a_plain_tree_round_trips_without_filter_support(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("x = 1\n")
+    (src / "run.sh").write_text("echo hi\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "link").symlink_to("pkg/a.py")
+    (src / "away").symlink_to("/etc/passwd")  # kept inert: the verifier tree leaves it out
+    out = tmp_path / "out"
+    extract_tree(pack_tree(src), out)
+    assert (out / "pkg" / "a.py").read_text() == "x = 1\n"
+    assert os.access(out / "run.sh", os.X_OK)
+    assert os.readlink(out / "link") == "pkg/a.py"
+    assert os.readlink(out / "away") == "/etc/passwd"
+
+
+@pytest.mark.parametrize(
+    ("member", "why"),
+    [
+        (_member("/etc/evil"), "absolute"),
+        (_member("a/../../evil"), "'..'"),
+        (_member("dev", tarfile.CHRTYPE), "device"),
+        (_member("fifo", tarfile.FIFOTYPE), "device, FIFO"),
+        (_member("hard", tarfile.LNKTYPE, "/etc/passwd"), "not in the tree"),
+        (_member("up", tarfile.SYMTYPE, "../../x"), "leaves the tree"),
+        (_member("abs", tarfile.SYMTYPE, "/etc"), "leaves the tree"),
+    ],
+)
+def test_unsafe_members_are_refused(tmp_path: Path, member: tarfile.TarInfo, why: str) -> None:
+    data = b"x" if member.isreg() else None
+    with _tar((member, data)) as tar, pytest.raises(UnsafeArchive, match=why):
+        safe_extract(tar, tmp_path / "out")
+    assert not (tmp_path / "evil").exists()
+
+
+def test_nothing_is_written_through_a_link_even_an_inner_one(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    members = [
+        (_member("d", tarfile.SYMTYPE, str(outside)), None),
+        (_member("d/pwned"), b"x"),
+    ]
+    with _tar(*members) as tar, pytest.raises(UnsafeArchive, match="through"):
+        safe_extract(tar, tmp_path / "out", outside_links="keep")
+    assert list(outside.iterdir()) == []
+
+
+def test_modes_keep_permission_bits_only_and_hard_links_inside_work(tmp_path: Path) -> None:
+    members = [(_member("f"), b"data"), (_member("g", tarfile.LNKTYPE, "f"), None)]
+    with _tar(*members) as tar:
+        safe_extract(tar, tmp_path / "out")
+    assert (tmp_path / "out" / "f").stat().st_mode & 0o7777 == 0o755
+    assert (tmp_path / "out" / "g").read_bytes() == b"data"
+
+
+def test_archive_repos_extract_on_3_11_2_style_tarfile(tmp_path: Path) -> None:
+    from harness.cases.load import load_case
+    from harness.trial.workspace import materialize
+
+    case = tmp_path / "arch"
+    (case / "src").mkdir(parents=True)
+    (case / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    with tarfile.open(case / "repo.tar.gz", "w:gz") as tar:
+        tar.add(case / "src" / "calc.py", arcname="calc.py")
+    import hashlib
+
+    sha = hashlib.sha256((case / "repo.tar.gz").read_bytes()).hexdigest()
+    (case / "case.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            id: arch
+            version: 1
+            request: Fix add.
+            repo: {{kind: archive, path: repo.tar.gz, sha256: {sha}}}
+            verifier: {{command: [python3, -c, "pass"]}}
+            lane: judgment
+            """
+        )
+    )
+    materialize(load_case(case), tmp_path / "ws")
+    assert (tmp_path / "ws" / "calc.py").read_text().startswith("def add")
+
+
+def test_the_docker_unpack_runs_without_filter_support(tmp_path: Path) -> None:
+    from harness.sandbox._docker_io import unpack_tree, first_file
+
+    members = [
+        (_member("workspace", tarfile.DIRTYPE), None),
+        (_member("workspace/a.txt"), b"hello"),
+        (_member("workspace/b.txt", tarfile.LNKTYPE, "workspace/a.txt"), None),
+        (_member("workspace/out", tarfile.SYMTYPE, "/etc/passwd"), None),
+    ]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    unpack_tree(buf.getvalue(), tmp_path / "ws")
+    assert (tmp_path / "ws" / "b.txt").read_bytes() == b"hello"
+    assert os.readlink(tmp_path / "ws" / "out") == "/etc/passwd"
+    one = io.BytesIO()
+    with tarfile.open(fileobj=one, mode="w") as tar:
+        info = tarfile.TarInfo("result.json")
+        info.size = 1 << 20
+        tar.addfile(info, io.BytesIO(b"{" + b" " * ((1 << 20) - 1)))
+    chunks = [one.getvalue()[i : i + 4096] for i in range(0, len(one.getvalue()), 4096)]
+    assert first_file(iter(chunks), 10) == b"{" + b" " * 9
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/python3").exists(), reason="no system interpreter at /usr/bin/python3"
+)
+def test_safe_extract_runs_on_the_system_interpreter(tmp_path: Path) -> None:
+    """Debian 12's own python3 (3.11.2 here): the module needs nothing newer."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f.txt").write_text("ok")
+    (src / "l").symlink_to("d/f.txt")
+    (tmp_path / "cand.tar").write_bytes(pack_tree(src))
+    script = textwrap.dedent(
+        f"""\
+        import importlib.util, json, sys, tarfile
+        spec = importlib.util.spec_from_file_location("safefs", {_safefs.__file__!r})
+        m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+        with tarfile.open({str(tmp_path / "cand.tar")!r}) as tar:
+            m.safe_extract(tar, __import__("pathlib").Path({str(tmp_path / "out")!r}))
+        print(json.dumps([sys.version_info[:3], hasattr(tarfile, "data_filter")]))
+        """
+    )
+    done = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    version, _has_filter = json.loads(done.stdout)
+    assert version[:2] == [3, 11], version
+    assert (tmp_path / "out" / "d" / "f.txt").read_text() == "ok"
+    assert os.readlink(tmp_path / "out" / "l") == "d/f.txt"
+
+
+def test_read_regular_refuses_fifos_sockets_links_and_bounds_the_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert read_regular(fifo, 100) is None  # returns at once: never opened blocking
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    try:
+        assert read_regular(tmp_path / "sock", 100) is None
+    finally:
+        sock.close()
+    (tmp_path / "real").write_text("secret")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert read_regular(tmp_path / "link", 100) is None
+    assert read_regular(tmp_path / "missing", 100) is None
+    assert read_regular("/dev/zero", 100) is None
+    sparse = tmp_path / "sparse"
+    with sparse.open("wb") as fh:
+        fh.truncate(1 << 30)
+    assert read_regular(sparse, 1 << 20) == b"\0" * (1 << 20)
+
+
+def _deep(top: Path, n: int) -> None:
+    here = os.getcwd()
+    os.chdir(top)
+    try:
+        for _ in range(n):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("f").write_text("x")
+    finally:
+        os.chdir(here)
+
+
+def test_rmtree_and_depth_check_handle_a_1200_deep_folder(tmp_path: Path) -> None:
+    top = tmp_path / "deep"
+    top.mkdir()
+    _deep(top, 1200)
+    (top / "d" / "away").symlink_to(tmp_path)  # a link is removed, never followed
+    assert tree_too_deep(top) == _safefs.MAX_TREE_DEPTH + 1
+    rmtree(top)
+    assert not top.exists() and tmp_path.exists()
+
+
+def test_loads_json_refuses_deep_nesting_with_a_value_error() -> None:
+    with pytest.raises(ValueError, match="deeper"):
+        loads_json("[" * 100_000)
+    with pytest.raises(ValueError, match="deeper"):
+        loads_json(b'{"a": ' * 5_000 + b"1" + b"}" * 5_000)
+    assert loads_json('["[[[[", {"k": "]]]"}]') == ["[[[[", {"k": "]]]"}]
+    assert loads_json(json.dumps([[[1]]])) == [[[1]]]
+    assert sys.getrecursionlimit() > _safefs.MAX_JSON_DEPTH
