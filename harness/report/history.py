@@ -10,7 +10,6 @@ A summary is derived data: rewriting it from the same records gives the same con
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -19,9 +18,7 @@ from pydantic import ValidationError
 
 from harness.decision import RunDecision
 from harness.frozen import Frozen as _Frozen
-from harness.gate.stats import MeanCI
 from harness.report.data import gate_named_cases
-from harness.report.html import Plot, Shape
 from harness.report.summary import ArmTrend, CaseTrend, RunSummary
 from harness.store.store import Store
 
@@ -31,10 +28,8 @@ __all__ = [
     "RunListing",
     "RunSummary",
     "RunsDocument",
-    "case_trend_plot",
     "list_runs",
     "mark_partial",
-    "release_trend_plot",
     "render_history",
     "summary_from_decision",
     "write_summary",
@@ -158,98 +153,6 @@ def mark_partial(rows: Sequence[RunListing]) -> list[RunListing]:
 
 
 # ----------------------------------------------------------------------------- plots
-
-
-def release_trend_plot(release: str, runs: Sequence[RunSummary]) -> Plot:
-    """Candidate pass rate and pass^k with 95% intervals, run after run, for one release."""
-    width, height, left, right, top, bottom = 560, 190, 40, 14, 10, 32
-    n = len(runs)
-    span_x, span_y = width - left - right, height - top - bottom
-
-    def x_of(j: int, off: float = 0.0) -> float:
-        return left + span_x * (j + 0.5) / max(1, n) + off
-
-    def y_of(v: float) -> float:
-        return top + span_y * (1 - min(1.0, max(0.0, v)))
-
-    shapes: list[Shape] = []
-    for t in (0.0, 0.5, 1.0):
-        shapes.append(Shape("line", x=left, y=y_of(t), x2=width - right, y2=y_of(t), cls="grid"))
-        shapes.append(Shape("text", x=left - 6, y=y_of(t) + 4, text=f"{t:g}", cls="tick",
-                            anchor="end"))  # fmt: skip
-    for metric, cls, off in (("pass_rate", "a-c", -3.0), ("pass_hat_k", "a-b", 3.0)):
-        prev: tuple[float, float] | None = None
-        for j, s in enumerate(runs):
-            m: MeanCI = getattr(s.candidate, metric)
-            if m.mean is None:
-                prev = None
-                continue
-            x, y = x_of(j, off), y_of(m.mean)
-            tip = (f"{s.run_id} ({s.created_at:%Y-%m-%d}): {metric.replace('_', ' ')} "
-                   f"{m.mean:.3f}" + (f" [{m.ci_low:.3f}, {m.ci_high:.3f}]"
-                                      if m.ci_low is not None and m.ci_high is not None else "")
-                   + f" · {s.verdict}")  # fmt: skip
-            if m.ci_low is not None and m.ci_high is not None:
-                shapes.append(Shape("line", x=x, y=y_of(m.ci_low), x2=x, y2=y_of(m.ci_high),
-                                    cls=f"ci {cls}", title=tip))  # fmt: skip
-            if prev is not None:
-                shapes.append(Shape("line", x=prev[0], y=prev[1], x2=x, y2=y, cls=f"conn {cls}"))
-            shapes.append(Shape("circle", x=x, y=y, r=3.5, cls=f"pt {cls} v-{s.verdict}",
-                                title=tip))  # fmt: skip
-            prev = (x, y)
-    for j, s in enumerate(runs):
-        if n <= 12 or j % math.ceil(n / 12) == 0:
-            label = f"{s.created_at:%m-%d}"
-            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14, text=label,
-                                cls="tick", anchor="middle"))  # fmt: skip
-    shapes.append(Shape("text", x=left + span_x / 2, y=height - 3, text="runs, oldest first",
-                        cls="tick", anchor="middle"))  # fmt: skip
-    return Plot(width, height, f"release {release}: candidate pass rate and pass^k per run "
-                "(95% intervals)", tuple(shapes),
-                (("a-c", "pass rate"), ("a-b", "pass^k")))  # fmt: skip
-
-
-MAX_TREND_CASES = 80
-"""Cases drawn in a per-case trend grid: those that ever failed first."""
-
-
-def case_trend_plot(release: str, runs: Sequence[RunSummary]) -> Plot | None:
-    """Per-case pass rate, run after run (a cell per case and run), for one release."""
-    ids = sorted({cid for s in runs for cid in s.cases})
-    if not ids:
-        return None
-
-    def worst(cid: str) -> float:
-        rates = [s.cases[cid].pass_rate for s in runs if cid in s.cases]
-        return min((r for r in rates if r is not None), default=1.0)
-
-    ids.sort(key=lambda cid: (worst(cid), cid))
-    shown = ids[:MAX_TREND_CASES]
-    cell_w, cell_h, left, top = 18, 12, 200, 6
-    width = left + cell_w * len(runs) + 10
-    height = top + cell_h * len(shown) + 22
-    shapes: list[Shape] = []
-    for i, cid in enumerate(shown):
-        y = top + i * cell_h
-        shapes.append(Shape("text", x=left - 6, y=y + cell_h - 2, text=cid[:32], cls="tick",
-                            anchor="end"))  # fmt: skip
-        for j, s in enumerate(runs):
-            c = s.cases.get(cid)
-            rate = c.pass_rate if c is not None else None
-            band = "none" if rate is None else str(min(4, int(rate * 4)))
-            if c is None:
-                tip = f"{cid} · {s.run_id}: no data"
-            else:
-                shown_rate = "—" if rate is None else f"{rate:.3f}"
-                tip = (f"{cid} · {s.run_id}: pass rate {shown_rate}, pass^k {c.pass_hat_k}, "
-                       f"{c.n} judged, {c.label}")  # fmt: skip
-            shapes.append(Shape("rect", x=left + j * cell_w, y=y, w=cell_w - 2, h=cell_h - 2,
-                                cls=f"heat h{band}", title=tip))  # fmt: skip
-    more = f" · {len(ids) - len(shown)} steady cases not drawn" if len(ids) > len(shown) else ""
-    shapes.append(Shape("text", x=left, y=height - 6, text=f"{len(shown)} cases, least "
-                        f"passing first{more}", cls="tick"))  # fmt: skip
-    return Plot(width, height, f"release {release}: per-case pass rate per run", tuple(shapes),
-                (("heat h0", "< .25"), ("heat h2", ".5 – .75"), ("heat h4", "1")))  # fmt: skip
 
 
 def render_history(rows: Sequence[RunListing], summaries: dict[str, RunSummary]) -> str:
