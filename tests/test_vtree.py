@@ -177,3 +177,23 @@ def test_policy_can_count_tampering_as_a_fail() -> None:
     untouched = rec.attempts[0].model_copy(update={"tampering": ()})
     clean = rec.model_copy(update={"attempts": (untouched,)})
     assert tampering_fails(clean).outcome is Outcome.PASS
+
+
+def test_a_hidden_file_replacing_an_untouched_starting_file_is_not_tampering(
+    case, tmp_path
+) -> None:
+    """The case's hidden test replaces one the starting state already has: honest work
+    that leaves that file alone is not flagged; a candidate that changes it is."""
+    (case.dir / "repo" / "tests" / "test_h.py").write_text("def test_h(): assert False\n")
+    vt, dest = _build(case, tmp_path, lambda c: (c / "lib.py").write_text("X = 2\n"))
+    assert vt.tampering == [], vt.tampering
+    assert (dest / "tests" / "test_h.py").read_text() == "def test_h(): pass\n"
+
+    def edit(c: Path) -> None:
+        (c / "tests" / "test_h.py").write_text("def test_h(): pass  # mine\n")
+
+    shutil.rmtree(tmp_path / "cand")
+    shutil.rmtree(tmp_path / "tree")
+    vt, dest = _build(case, tmp_path, edit)
+    assert any("test_h.py" in t for t in vt.tampering), vt.tampering
+    assert (dest / "tests" / "test_h.py").read_text() == "def test_h(): pass\n"

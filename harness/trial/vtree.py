@@ -293,7 +293,7 @@ def build_verification_tree(
         if rules.protected(rel):
             _protect_one(rel, start, s_entries, candidate, c_entries, dest, rules, vt)
     for hidden in lc.case.verifier.hidden:
-        _stage_hidden(lc.path(hidden.src), hidden.dest, dest, vt)
+        _stage_hidden(lc.path(hidden.src), hidden.dest, dest, vt, start)
     for rel in artifacts:
         if (dest / rel).is_symlink() or (dest / rel).exists():
             vt.tampering.append(
@@ -375,7 +375,9 @@ def _protect_one(
             _copy_entry(start / rel, s_st, target)
 
 
-def _stage_hidden(src: Path, dest_rel: str, dest: Path, vt: VerificationTree) -> None:
+def _stage_hidden(
+    src: Path, dest_rel: str, dest: Path, vt: VerificationTree, start: Path
+) -> None:
     if not (src.is_file() or src.is_dir()):
         raise EvaluatorError(f"hidden file {src} is missing")
     files: Iterable[tuple[str, Path, os.stat_result]]
@@ -388,8 +390,18 @@ def _stage_hidden(src: Path, dest_rel: str, dest: Path, vt: VerificationTree) ->
         _real_dirs(dest, parent_rel, vt)
         target = dest / rel
         if target.is_symlink() or target.exists():
-            same = target.is_file() and not target.is_symlink() and _read(target) == _read(path)
-            if not same and not stat.S_ISDIR(st.st_mode):
+            plain = target.is_file() and not target.is_symlink()
+            same = plain and _read(target) == _read(path)
+            # The starting state's own file at a hidden path (a test the case replaces) is
+            # not the candidate's doing: only a change of it is.
+            original = start / rel
+            unchanged = (
+                plain
+                and original.is_file()
+                and not original.is_symlink()
+                and _read(target) == _read(original)
+            )
+            if not same and not unchanged and not stat.S_ISDIR(st.st_mode):
                 vt.tampering.append(
                     f"candidate has {display(rel)} (a hidden path); overwritten by the case's file"
                 )
