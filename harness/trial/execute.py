@@ -275,7 +275,10 @@ def _one_attempt(
     verdict = None
     if agent_res is not None:
         if isinstance(usage, ModelUsage):
-            own = max(0.0, agent_res.duration_s - usage.upstream_wait_s)
+            # Waiting on the model is not the agent's time, but CPU it burned meanwhile is:
+            # its own time is at least its CPU time (capped by the phase's length).
+            cpu = min(agent_res.cpu_s or 0.0, agent_res.duration_s)
+            own = max(0.0, agent_res.duration_s - usage.upstream_wait_s, cpu)
             agent_res = agent_res.model_copy(update={"duration_s": own})
         verdict = judge_agent_phase(
             agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed

@@ -64,6 +64,14 @@ AGENT = textwrap.dedent(
         time.sleep(3)
         fix()
         os._exit(0)
+    elif mode == "busy":      # one slow call, and 10 s of its own CPU work meanwhile
+        ts = together(1)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            pass
+        for t in ts:
+            t.join()
+        fix()
     elif mode == "overlap":   # three overlapping slow calls, then 12 s of its own work
         for t in together(3):
             t.join()
@@ -186,6 +194,17 @@ def test_overlapping_waits_count_once_against_the_wall_clock_limit(tmp_path, up)
     trial, _ = _run(root)
     model = trial["attempts"][-1]["model"]
     assert 8.0 <= model["upstream_wait_s"] < 14.0, model["upstream_wait_s"]
+    verdict = trial["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
+
+
+def test_work_done_while_a_call_is_pending_counts_against_the_wall_clock_limit(
+    tmp_path, up
+) -> None:
+    """An 8 s call hides no work: 10 s of CPU burned meanwhile is over a 5 s limit."""
+    up.script.fault, up.script.slow_seconds = "slow", 8.0
+    root = _project(tmp_path, up, "busy", "limits: {wall_seconds: 5}\n")
+    trial, _ = _run(root)
     verdict = trial["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
 
