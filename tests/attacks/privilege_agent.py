@@ -12,7 +12,8 @@ inside the verifier (the module is imported by the hidden test):
 * whether core dumps can be turned back on (``RLIMIT_CORE``);
 * whether a host path (the project, the store, the session folder under the host's temp
   dir: ``targets.json`` beside this file) is visible: environment, working directory,
-  ``/proc/self/mountinfo`` (less the read-only view mounts under ``/opt/harness``, whose
+  ``/proc/self/mountinfo`` (less the read-only view mounts under ``/opt/harness`` and the
+  verifier's ``/harness/guard``, whose
   host folders docs/threat-model.md lists as a residue), the command line of every
   visible process.
 
@@ -55,11 +56,11 @@ def _privileges(needles):
         pass
     texts = {"environ": repr(sorted(os.environ.items())), "cwd": os.getcwd()}
     try:
-        # Read-only view mounts under /opt/harness name the host folder they come from
-        # (the staged agent files, the environment cache): a documented residue.
+        # Read-only view mounts (/opt/harness/..., the verifier's /harness/guard) name the
+        # host folder they come from: a documented residue.
         texts["mountinfo"] = "".join(
             line for line in open("/proc/self/mountinfo")
-            if not line.split()[4].startswith("/opt/harness/")
+            if not line.split()[4].startswith(("/opt/harness/", "/harness/guard"))
         )
     except OSError:
         pass
