@@ -23,8 +23,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from harness.gateway._http import QuietServer
 
 MODEL = "scripted-model-1"
 FINISH = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -220,10 +222,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
 
-class ScriptedUpstream(ThreadingHTTPServer):
-    """The scripted upstream on ``127.0.0.1:<port>``, served by a daemon thread."""
+class ScriptedUpstream(QuietServer):
+    """The scripted upstream on ``127.0.0.1:<port>``, served by a daemon thread.
 
-    daemon_threads = True
+    A client that hangs up mid-reply (a trial stopped while its call was answered) is dropped
+    quietly: a traceback printed from this thread would land in whichever test runs next.
+    """
+
+    block_on_close = True
 
     def __init__(self, script: Script, port: int = 0) -> None:
         super().__init__(("127.0.0.1", port), _Handler)

@@ -7,6 +7,7 @@ loopback TCP listener; the upstream is a real HTTP server (tests/scripted_upstre
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import socket
 import threading
@@ -19,6 +20,7 @@ from scripted_upstream import MODEL, Script, ScriptedUpstream
 from harness.cases.model import Limits
 from harness.errors import ConfigError
 from harness.gateway import Gateway, RecordedCall, Session, check_keys, request_key
+from harness.gateway._http import QuietServer
 from harness.project import Price, Upstream
 
 KEY = "sk-real-key-0123456789-never-in-the-sandbox"
@@ -342,3 +344,36 @@ def test_model_replay_serves_recorded_responses_and_detects_divergence(
         changed["messages"][0]["content"] = "fix it differently"
         assert _request(d.socket_path, d.token, changed)[0] == 502
     assert "trajectory diverged at turn 1" in (d.usage().fault or "")
+
+
+class _Hangs(http.server.BaseHTTPRequestHandler):
+    """Answers as if the client had gone away mid-reply, or as if the handler had a bug."""
+
+    def do_GET(self) -> None:
+        if self.path == "/gone":
+            raise BrokenPipeError(32, "Broken pipe")
+        raise ValueError("a real bug")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("path", "reported"), [("/gone", False), ("/bug", True)])
+def test_a_client_that_hung_up_is_dropped_quietly_a_bug_is_still_reported(
+    path: str, reported: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A trial stopped while its call is answered leaves the reply with nobody to read it;
+    # the traceback socketserver prints for that reached the user's terminal (and, in CI,
+    # the next test's captured stderr).
+    server = QuietServer(("127.0.0.1", 0), _Hangs)
+    server.block_on_close = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=10) as conn:
+            conn.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+            conn.recv(1024)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ("Traceback" in capsys.readouterr().err) is reported

@@ -140,17 +140,22 @@ class _Handler(BaseHTTPRequestHandler):
     do_CONNECT = do_TRACE = _dispatch
 
 
-class _Server(ThreadingHTTPServer):
+class QuietServer(ThreadingHTTPServer):
+    """A threading server whose clients may hang up mid-reply: that is quietly dropped."""
+
     daemon_threads = True
     block_on_close = False
-    # socketserver's default backlog of 5 makes a burst of concurrent calls fail to connect
-    # (EAGAIN on a unix socket) before the gateway sees them.
-    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Drop a client that went away (its phase ended) quietly; report anything else."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+class _Server(QuietServer):
+    # socketserver's default backlog of 5 makes a burst of concurrent calls fail to connect
+    # (EAGAIN on a unix socket) before the gateway sees them.
+    request_queue_size = 128
 
     def __init__(
         self, address: Any, endpoint: Callable[[Call], Reply], family: socket.AddressFamily

@@ -30,7 +30,7 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -42,7 +42,7 @@ from harness.cases.model import Limits
 from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
 from harness.frozen import Frozen as _Frozen
-from harness.gateway._http import Call, Endpoint, Reply, read_body, refusal
+from harness.gateway._http import Call, Endpoint, QuietServer, Reply, read_body, refusal
 from harness.gateway._upstream import call_bound
 from harness.project import Upstream
 from harness.store.records import ModelUsage, TrialKey
@@ -209,9 +209,7 @@ class _LinkHandler(BaseHTTPRequestHandler):
     do_CONNECT = do_TRACE = _not_post
 
 
-class _LinkHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
+class _LinkHTTPServer(QuietServer):
 
     def __init__(self, host: str, link: LinkServer) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
