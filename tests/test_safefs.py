@@ -149,7 +149,7 @@ def test_archive_repos_extract_on_3_11_2_style_tarfile(tmp_path: Path) -> None:
 
 
 def test_the_docker_unpack_runs_without_filter_support(tmp_path: Path) -> None:
-    from harness.sandbox._docker_io import unpack_tree, first_file
+    from harness.sandbox._docker_io import first_file, unpack_tree
 
     members = [
         (_member("workspace", tarfile.DIRTYPE), None),
