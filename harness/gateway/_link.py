@@ -210,7 +210,6 @@ class _LinkHandler(BaseHTTPRequestHandler):
 
 
 class _LinkHTTPServer(QuietServer):
-
     def __init__(self, host: str, link: LinkServer) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.link = link

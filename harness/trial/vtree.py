@@ -375,9 +375,7 @@ def _protect_one(
             _copy_entry(start / rel, s_st, target)
 
 
-def _stage_hidden(
-    src: Path, dest_rel: str, dest: Path, vt: VerificationTree, start: Path
-) -> None:
+def _stage_hidden(src: Path, dest_rel: str, dest: Path, vt: VerificationTree, start: Path) -> None:
     if not (src.is_file() or src.is_dir()):
         raise EvaluatorError(f"hidden file {src} is missing")
     files: Iterable[tuple[str, Path, os.stat_result]]
