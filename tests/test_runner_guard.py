@@ -21,18 +21,25 @@ PATCH_OUTCOMES = (
 )
 
 
-def _run(tmp_path: Path, lib: str, extra: dict[str, str] | None = None, argv_extra=()):
+def _run(
+    tmp_path: Path,
+    lib: str,
+    extra: dict[str, str] | None = None,
+    argv_extra=(),
+    locked: dict[str, str] | None = None,
+):
     ws, guard = tmp_path / "ws", tmp_path / "guard"
     (ws / "tests").mkdir(parents=True)
     (ws / "lib.py").write_text(lib)
     (ws / "tests" / "test_lib.py").write_text(
         "from lib import X\n\ndef test_x():\n    assert X == 2\n\ndef test_y():\n    pass\n"
     )
-    for rel, text in (extra or {}).items():
+    for rel, text in {**(extra or {}), **(locked or {})}.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
     guard.mkdir()
-    for rel, data in guard_files(str(ws), ["lib.py", *(extra or {})]).items():
+    files = guard_files(str(ws), ["lib.py", *(extra or {})], [*(locked or {}), "tests/test_lib.py"])
+    for rel, data in files.items():
         (guard / rel).write_bytes(data)
     env = {"PATH": os.environ["PATH"], **guard_env(str(guard), "n0nce")}
     argv = [sys.executable, "-m", "pytest", "-q", "--junitxml=reports/junit.xml", *argv_extra]
@@ -89,3 +96,44 @@ def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
     assert check_canary(junit, "n", guarded=False) == (junit, None)
     assert check_canary(junit, "n", guarded=True)[1] is not None
     assert check_canary(None, "n", guarded=True) == (None, None)
+
+
+HOOK = """\
+import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.sections.append(("note", "seen"))
+"""
+
+BORROWED_NAME = '''\
+import json
+SRC = """
+import sys, pytest
+def _mk(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    rep.outcome, rep.longrepr = "passed", None
+class _F:
+    pytest_runtest_makereport = staticmethod(pytest.hookimpl(hookwrapper=True)(_mk))
+sys.modules["harness_canary"]._CONFIG[0].pluginmanager.register(_F())
+"""
+exec(compile(SRC, json.__file__, "exec"), {"__name__": "json"})
+X = 1
+'''
+
+
+def test_hooks_are_trusted_only_from_locked_files_with_their_own_code(tmp_path):
+    # an honest conftest among the locked files: its hook is the file's own code
+    done, _, _, problems = _run(tmp_path / "a", "X = 2\n", locked={"tests/conftest.py": HOOK})
+    assert done.returncode == 0, done.stdout
+    assert problems == [], problems
+    # the same conftest, not locked (the run could have written it): not trusted
+    done, _, _, problems = _run(tmp_path / "b", "X = 2\n", extra={"tests/conftest.py": HOOK})
+    assert any("pytest_runtest_makereport" in p for p in problems), problems
+    # candidate code compiled under a standard-library file name: not that file's code
+    done, _, _, problems = _run(tmp_path / "c", BORROWED_NAME)
+    assert done.returncode == 0, done.stdout  # the borrowed hook fooled pytest itself
+    assert any("json/__init__.py" in p for p in problems), problems

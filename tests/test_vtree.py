@@ -197,3 +197,24 @@ def test_a_hidden_file_replacing_an_untouched_starting_file_is_not_tampering(
     vt, dest = _build(case, tmp_path, edit)
     assert any("test_h.py" in t for t in vt.tampering), vt.tampering
     assert (dest / "tests" / "test_h.py").read_text() == "def test_h(): pass\n"
+
+
+def test_what_the_run_may_not_change_is_listed_with_empty_caches(case, tmp_path) -> None:
+    def edit(c: Path) -> None:
+        (c / "lib.py").write_text("X = 2\n")  # the candidate's: stays changeable
+        (c / "util.py").write_text("Y = 1\n")  # added: the candidate's too
+        (c / "tests" / "__pycache__").mkdir()
+        (c / "tests" / "__pycache__" / "test_lib.cpython-311.pyc").write_bytes(b"x")
+
+    (case.dir / "repo" / "helper.py").write_text("Z = 1\n")  # starting state, untouched
+    vt, dest = _build(case, tmp_path, edit)
+    assert vt.locked == [
+        "helper.py",
+        "pyproject.toml",
+        "tests/test_h.py",
+        "tests/test_lib.py",
+        "__pycache__",
+        "tests/__pycache__",
+    ]
+    assert list((dest / "tests" / "__pycache__").iterdir()) == []  # a planted cache is gone
+    assert {"lib.py", "util.py"} <= set(vt.candidate)

@@ -14,7 +14,7 @@ import io
 import tarfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -74,14 +74,30 @@ def _add_parents(tar: tarfile.TarFile, rel: PurePosixPath, uid: int, gid: int) -
         tar.addfile(info)
 
 
-def pack_tree(src: Path, rel: PurePosixPath, uid: int, gid: int) -> bytes:
-    """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``."""
+def pack_tree(
+    src: Path,
+    rel: PurePosixPath,
+    uid: int,
+    gid: int,
+    *,
+    locked: Mapping[str, int] | None = None,
+) -> bytes:
+    """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``.
+
+    ``locked``: entries (relative to ``src``) owned by root instead, with the given mode.
+    """
     buf = io.BytesIO()
+    locked = locked or {}
     with tarfile.open(fileobj=buf, mode="w") as tar:
         _add_parents(tar, rel, uid, gid)
         for entry in sorted(src.rglob("*")):
-            info = tar.gettarinfo(str(entry), str(rel / entry.relative_to(src).as_posix()))
+            inner = entry.relative_to(src).as_posix()
+            info = tar.gettarinfo(str(entry), str(rel / inner))
             info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
+            if inner in locked and not info.issym():
+                mode = locked[inner]
+                info.uid, info.gid = 0, 0
+                info.mode = 0o555 if info.isdir() and mode == 0o444 else mode
             if info.isreg():
                 with entry.open("rb") as fh:
                     tar.addfile(info, fh)

@@ -42,6 +42,7 @@ __all__ = [
     "SealedView",
     "Termination",
     "ViewMount",
+    "lock_plan",
     "session_env",
     "start_probe",
 ]
@@ -225,8 +226,11 @@ class SandboxSession(Protocol):
         """Identity of the environment image, when the backend has one."""
         ...
 
-    def put_tree(self, src: Path, dest: str = "") -> None:
+    def put_tree(self, src: Path, dest: str = "", *, locked: Sequence[str] = ()) -> None:
         """Copy the host directory ``src`` into the workspace at relative ``dest``.
+
+        ``locked``: regular files (relative to ``src``) the sandboxed user may read but never
+        change, replace, rename or remove (see :func:`lock_plan`).
 
         Raises:
             SandboxUnavailableError: the copy could not be made.
@@ -328,3 +332,27 @@ class Sandbox(Protocol):
     def describe(self) -> Mapping[str, str]:
         """Backend facts for the run record (version, isolation mechanisms in use)."""
         ...
+
+
+def lock_plan(dest: str, locked: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Return the workspace-relative entries to lock and the folders above them.
+
+    A locked file is owned by root with mode 0444, a locked folder (an empty
+    ``__pycache__``, so that no compiled module can be planted next to a locked one) by
+    root with mode 0555; every folder from the workspace down to them is owned by root with
+    mode 1777: the sandboxed user may still create files anywhere (tests write next to
+    their modules), but the sticky bit keeps it from removing or renaming what it does not
+    own, so a locked entry can be neither edited nor replaced. ``""`` is the workspace.
+    """
+    base = PurePosixPath(dest) if dest else PurePosixPath()
+    entries = [str(base / rel) for rel in locked]
+    folders: set[str] = set()
+    for rel in entries:
+        parent = PurePosixPath(rel).parent
+        while True:
+            folders.add("" if str(parent) == "." else str(parent))
+            if str(parent) == ".":
+                break
+            parent = parent.parent
+    folders -= set(entries)
+    return entries, sorted(folders, key=lambda f: (f.count("/"), f))

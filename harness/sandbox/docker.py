@@ -69,6 +69,7 @@ from harness.sandbox.base import (
     ExecResult,
     SandboxPaths,
     SealedView,
+    lock_plan,
     session_env,
 )
 
@@ -491,12 +492,32 @@ class DockerSession:
             raise ValueError(f"sandbox path {path!r} must be absolute under {_WS} or {_IO}")
         return str(p)
 
-    def put_tree(self, src: Path, dest: str = "") -> None:
-        """Copy host directory ``src`` into the workspace at ``dest`` (tar via the API)."""
+    def put_tree(self, src: Path, dest: str = "", *, locked: Sequence[str] = ()) -> None:
+        """Copy host directory ``src`` into the workspace at ``dest`` (tar via the API).
+
+        ``locked`` entries are root-owned in the archive (:func:`~harness.sandbox.base.lock_plan`).
+        """
         target = self._inside(str(PurePosixPath(_WS) / dest))
         rel = PurePosixPath(target).relative_to(_WS)
         uid, gid = self._owner()
-        self._put(_WS, pack_tree(src, rel, uid, gid), f"put_tree {src}")
+        files, folders = lock_plan("", locked)
+        modes = {**{f: 0o444 for f in files}, **{d: 0o1777 for d in folders if d}}
+        self._put(_WS, pack_tree(src, rel, uid, gid, locked=modes), f"put_tree {src}")
+        if not locked:
+            return
+        # the workspace itself and the folders down to ``dest`` are not the archive's own
+        inner = PurePosixPath(dest) if dest else None
+        downs = [] if inner is None else [*reversed(inner.parents), inner]
+        above = [_WS, *(str(PurePosixPath(_WS) / d) for d in downs if str(d) != ".")]
+        self._holder_alive("lock")
+        with docker_engine("locking the verifier's files", "transfer_failed"):
+            code, out = self._holder.exec_run(
+                ["sh", "-c", 'chown 0:0 "$@" && chmod 1777 "$@"', "sh", *above], user="0"
+            )
+        if code != 0:
+            raise SandboxUnavailableError(
+                f"docker: could not lock the workspace: {out!r:.300}", reason="transfer_failed"
+            )
 
     def _put(self, at: str, data: bytes, what: str) -> None:
         self._holder_alive(what)

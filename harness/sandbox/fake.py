@@ -102,8 +102,8 @@ class FakeSession:
             raise ValueError(f"{path} is outside the session")
         return p
 
-    def put_tree(self, src: Path, dest: str = "") -> None:
-        """Copy ``src`` into the workspace."""
+    def put_tree(self, src: Path, dest: str = "", *, locked: Sequence[str] = ()) -> None:
+        """Copy ``src`` into the workspace (``locked`` is not enforced: nothing is)."""
         shutil.copytree(src, self._root / "workspace" / dest, symlinks=True, dirs_exist_ok=True)
 
     def get_tree(

@@ -67,6 +67,7 @@ from harness.sandbox.base import (
     ExecResult,
     SandboxPaths,
     SealedView,
+    lock_plan,
     session_env,
 )
 from harness.sandbox.classify import Evidence, classify
@@ -248,12 +249,32 @@ class LocalSession:
         else:
             os.lchown(path, SANDBOX_UID, SANDBOX_GID)
 
+    def _lock_entries(self, dest: str, locked: Sequence[str]) -> None:
+        files, folders = lock_plan(dest, locked)
+        ws = self._host["workspace"]
+        for rel, mode in [*((f, 0o444) for f in files), *((d, 0o1777) for d in folders)]:
+            path = ws / rel if rel else ws
+            if mode == 0o444 and path.is_dir() and not path.is_symlink():
+                mode = 0o555
+            if not self._resolves_inside(path) or (rel and path.is_symlink()):
+                raise SandboxUnavailableError(
+                    f"local sandbox {self.label}: cannot lock {rel!r}: not inside the workspace",
+                    reason="infra",
+                )
+            if self._owned:
+                os.lchown(path, 0, 0)
+            os.chmod(path, mode)
+
     def _resolves_inside(self, p: Path) -> bool:
         real, root = os.path.realpath(p), os.path.realpath(self._root)
         return real == root or real.startswith(root + os.sep)
 
-    def put_tree(self, src: Path, dest: str = "") -> None:
+    def put_tree(self, src: Path, dest: str = "", *, locked: Sequence[str] = ()) -> None:
         """Copy host dir ``src`` into the workspace at ``dest``, keeping modes and symlinks.
+
+        ``locked`` files end owned by root, read-only, in root-owned sticky folders
+        (:func:`~harness.sandbox.base.lock_plan`); run without root, the modes are set but
+        the sandboxed user (the same user) could change them back.
 
         Raises:
             SandboxUnavailableError: the copy failed (missing source, disk full, ...).
@@ -263,6 +284,7 @@ class LocalSession:
         try:
             shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
             self._own(target, tree=True)
+            self._lock_entries(dest, locked)
         except (OSError, shutil.Error) as exc:
             full = _no_space(exc) and self._plan.disk == "tmpfs"
             raise SandboxUnavailableError(

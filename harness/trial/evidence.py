@@ -75,6 +75,11 @@ def _install():
         cfg = {}
     ws = cfg.get("workspace", "/workspace")
     cand = frozenset(_os.path.join(ws, p) for p in cfg.get("candidate", ()))
+    locked = frozenset(_os.path.join(ws, p) for p in cfg.get("locked", ()))
+    writes = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC | _os.O_APPEND
+    changes = frozenset(("os.remove", "os.rename", "os.truncate", "os.chmod", "os.utime"))
+    norm = _os.path.normpath
+    getcwd = _os.getcwd
     prefix = ("\n@@harness:" + _os.environ.get("HARNESS_CANARY", "") + "@@ ").encode()
     try:
         fd = _os.dup(2)
@@ -99,6 +104,25 @@ def _install():
             return
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in frames:
+                return
+        elif event == "open" or event in changes:
+            # the run cannot change a locked file (the sandbox denies it); trying is noted
+            target = args[0] if args else None
+            if event == "open":
+                mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
+                if not (isinstance(mode, str) and any(c in mode for c in "wax+")) and not (
+                    isinstance(flags, int) and flags & writes
+                ):
+                    return
+            if isinstance(target, bytes):
+                target = target.decode("utf-8", "surrogateescape")
+            if not isinstance(target, str) or not locked:
+                return
+            try:
+                full = target if target.startswith("/") else getcwd() + "/" + target
+                if norm(full) not in locked:
+                    return
+            except Exception:
                 return
         elif event not in watch and not event.startswith("ctypes."):
             return
@@ -156,10 +180,14 @@ def _guard_config():
     except (OSError, ValueError):
         cfg = {}
     ws = cfg.get("workspace", "/workspace")
-    return frozenset(os.path.join(ws, p) for p in cfg.get("candidate", ()))
+    return (
+        ws,
+        frozenset(os.path.join(ws, p) for p in cfg.get("candidate", ())),
+        frozenset(os.path.join(ws, p) for p in cfg.get("locked", ())),
+    )
 
 
-_CANDIDATE = _guard_config()
+_WS, _CANDIDATE, _LOCKED = _guard_config()
 _WATCHED = ("_pytest", "pytest", "pluggy", __name__)
 # State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
 _REBOUND = frozenset(
@@ -203,6 +231,118 @@ _SEEN = set()
 _STATE = []
 _snapshot(_SEEN, _STATE)
 _MISSING = object()
+
+
+def _code_of(value):
+    value = getattr(value, "__func__", value)
+    return getattr(value, "__code__", None)
+
+
+# The runner's own code, as it was before any other code ran: trusted as it is.
+_KNOWN = {}
+for _owner, _d, _key, _value in _STATE:
+    _c = _code_of(_value)
+    if _c is not None:
+        _KNOWN[id(_c)] = _c
+_COMPILED = {}
+_SIMPLE = (type(None), bool, int, float, str, bytes)
+
+
+def _codes(code, out):
+    out.append(code)
+    for c in code.co_consts:
+        if isinstance(c, type(code)):
+            _codes(c, out)
+
+
+def _compiled(path, rewrite):
+    """Every code object of ``path`` compiled as the importer (or pytest's rewriter) does."""
+    key = (path, rewrite)
+    if key not in _COMPILED:
+        out = []
+        try:
+            with open(path, "rb") as fh:
+                src = fh.read(8 << 20)
+            if rewrite:
+                import ast
+                from _pytest.assertion.rewrite import rewrite_asserts
+
+                tree = ast.parse(src, filename=path)
+                rewrite_asserts(tree, src, path, _CONFIG[0] if _CONFIG else None)
+                _codes(compile(tree, path, "exec", dont_inherit=True), out)
+            else:
+                _codes(compile(src, path, "exec", dont_inherit=True), out)
+        except Exception:
+            out = []
+        _COMPILED[key] = out
+    return _COMPILED[key]
+
+
+def _fixed_file(path):
+    """Tell whether ``path`` is a file this run cannot have written or changed."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return False
+    real = os.path.realpath(path)
+    if real == _WS or real.startswith(_WS.rstrip("/") + "/"):
+        return real in _LOCKED
+    return all(_unchangeable(p) for p in (real, os.path.dirname(real)))
+
+
+def _unchangeable(path):
+    """Not writable here, or root's alone (sandboxed commands never run as root)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not os.access(path, os.W_OK) or (st.st_uid == 0 and not st.st_mode & 0o022)
+
+
+def _verified(value):
+    """Tell whether the function ``value`` runs only its own file's code.
+
+    Deny by default: its code must be the runner's own as loaded before any other code ran,
+    or equal to the code its file compiles to, where that file is one this run cannot
+    change, in the module the file defines, with no closure and only constant defaults.
+    Code compiled under a borrowed file name, or rebuilt around other globals, fails.
+    """
+    fn = getattr(value, "__func__", value)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    if id(code) in _KNOWN:
+        return True
+    if getattr(fn, "__closure__", None) is not None:
+        return False
+    defaults = (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())
+    if any(not isinstance(d, _SIMPLE) for d in defaults):
+        return False
+    path = code.co_filename
+    if not _fixed_file(path):
+        return False
+    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
+    where = getattr(mod, "__file__", None)
+    if mod is None or mod.__dict__ is not fn.__globals__ or not isinstance(where, str):
+        return False
+    if os.path.realpath(where) != os.path.realpath(path):
+        return False
+    for rewrite in (False, True):
+        for c in _compiled(path, rewrite):
+            if c.co_firstlineno == code.co_firstlineno and c.co_name == code.co_name and c == code:
+                _KNOWN[id(code)] = code
+                return True
+    return False
+
+
+def _benign(value):
+    """Tell whether ``value``, set over a runner attribute, may stand there (deny by default)."""
+    if isinstance(value, _SIMPLE):
+        return True
+    if _code_of(value) is not None:
+        return _verified(value)
+    inner = getattr(value, "func", None) or getattr(value, "__wrapped__", None)
+    if inner is not None and inner is not value:
+        return _benign(inner)
+    return _foreign(value) is None
 _REPORTED = set()
 _LAST = [0.0]
 
@@ -254,8 +394,8 @@ def _check_state():
         if now is _MISSING:
             _x("runner attribute deleted: %s.%s" % (owner, key))
             continue
-        where = _foreign(now)
-        if where is not None:
+        if not _benign(now):
+            where = _foreign(now) or getattr(_code_of(now), "co_filename", "?")
             _x("runner attribute %s.%s replaced by code from %s" % (owner, key, where))
 
 
@@ -267,9 +407,10 @@ def _check_hooks(config):
         caller = getattr(pm.hook, hook_name, None)
         get = getattr(caller, "get_hookimpls", None)
         for impl in get() if get is not None else ():
-            where = _foreign(getattr(impl, "function", None))
-            if where is not None:
-                _x("hook %s implemented by %s" % (hook_name, where))
+            fn = getattr(impl, "function", None)
+            if not _verified(fn):
+                where = _foreign(fn) or getattr(_code_of(fn), "co_filename", repr(fn)[:80])
+                _x("hook %s implemented by code not its file's own: %s" % (hook_name, where))
 
 
 def _junit_id(config, nodeid):
@@ -353,13 +494,18 @@ def pytest_sessionfinish(session, exitstatus):
 '''
 
 
-def guard_files(workspace: str, candidate: Iterable[str]) -> dict[str, bytes]:
+def guard_files(
+    workspace: str, candidate: Iterable[str], locked: Iterable[str] = ()
+) -> dict[str, bytes]:
     """Return the guard's files (mounted read-only at :data:`GUARD_MOUNT`).
 
     ``candidate``: the workspace-relative files the candidate added or changed; code from
     them that walks the runner's objects, or implements a runner hook, is tampering.
+    ``locked``: the workspace files the run cannot change; a runner hook is trusted only
+    from those or from files outside the workspace the run cannot change, and only when its
+    code is what that file compiles to.
     """
-    cfg = {"workspace": workspace, "candidate": sorted(candidate)}
+    cfg = {"workspace": workspace, "candidate": sorted(candidate), "locked": sorted(locked)}
     return {
         "sitecustomize.py": _SITECUSTOMIZE.encode(),
         "harness_canary.py": _PLUGIN.encode(),

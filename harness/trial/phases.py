@@ -336,7 +336,7 @@ def verifier_phase(
     ) as v:
         if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
             v.remove(v.paths.workspace)
-        _put_candidate(v, tree, case.contract.verifier.disk_mb)
+        _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
         _check_starts(v, case.verifier.command, timeout)
@@ -368,7 +368,7 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
         shutil.rmtree(guard)
     guard.mkdir(mode=0o755)
     guard.chmod(0o755)
-    for name, data in guard_files(SANDBOX_WORKSPACE, vt.candidate).items():
+    for name, data in guard_files(SANDBOX_WORKSPACE, vt.candidate, vt.locked).items():
         (guard / name).write_bytes(data)
         (guard / name).chmod(0o644)
     view = env_view(ctx.spec, "verifier") or SealedView()
@@ -376,10 +376,12 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
     return view.model_copy(update={"mounts": (*view.mounts, mount)})
 
 
-def _put_candidate(v: SandboxSession, tree: Path, disk_mb: int | None) -> None:
+def _put_candidate(
+    v: SandboxSession, tree: Path, disk_mb: int | None, locked: Sequence[str]
+) -> None:
     """Copy the verifier tree in; a disk bound it overflows is the candidate's ``disk``."""
     try:
-        v.put_tree(tree)
+        v.put_tree(tree, locked=locked)
     except SandboxUnavailableError as exc:
         if exc.reason != "disk_full":
             raise

@@ -84,6 +84,12 @@ class VerificationTree:
     candidate: list[str] = field(default_factory=list)
     """Files and links the candidate added or changed that the tree keeps (its code): the
     runner's guard treats what runs from them as the candidate's."""
+    locked: list[str] = field(default_factory=list)
+    """Regular files the verifier's run may read but never change, replace or remove:
+    every protected file (tests, runner configuration, hidden files) and every Python module
+    the candidate left as it was. Code the candidate runs under the tests cannot rewrite a
+    test module the runner has not read yet, and the guard trusts runner hooks only from
+    files in this list (or from outside the workspace)."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -302,7 +308,39 @@ def build_verification_tree(
             _remove(dest / rel)
     _refuse_module_links(start, s_entries, candidate, c_entries, dest, rules, vt)
     _scan_internals(start, s_entries, candidate, c_entries, rules, vt)
+    _lock(dest, rules, vt)
     return vt
+
+
+def _lock(dest: Path, rules: _Rules, vt: VerificationTree) -> None:
+    """List what the verifier's run may not change (``vt.locked``), with empty caches.
+
+    Compiled-module caches are dropped and an empty ``__pycache__`` is locked next to every
+    locked module: the importer (and pytest's assertion rewriter) reads a cached module
+    before its source, so a cache planted at run time would stand in for a locked test.
+    """
+    kept = set(vt.candidate)
+    for rel in sorted(_entries(dest)):
+        if rel.rsplit("/", 1)[-1] == "__pycache__":
+            _remove(dest / rel)  # a nested one may be gone with its parent already
+    entries = _entries(dest)
+    locked = [
+        rel
+        for rel, st in sorted(entries.items())
+        if stat.S_ISREG(st.st_mode)
+        and rel not in kept
+        and (rules.protected(rel) or rel.endswith((".py", ".pyi")))
+    ]
+    caches = sorted(
+        {
+            f"{r.rsplit('/', 1)[0]}/__pycache__" if "/" in r else "__pycache__"
+            for r in locked
+            if r.endswith(".py")
+        }
+    )
+    for rel in caches:
+        (dest / rel).mkdir(mode=0o755)
+    vt.locked = [*locked, *caches]
 
 
 def _copy_candidate(

@@ -421,3 +421,68 @@ def test_the_bound_that_fired_is_recorded(tmp_path, backend, body, term):
         assert t["verdict"]["checks"][0]["name"] == "candidate.size", t["verdict"]
     else:
         assert agent["termination"] == term, agent
+
+
+# Candidate code that speaks to the runner from code compiled under a trusted file name: the
+# guard's origin checks see the standard library, not the candidate.
+STDLIB_NAMED_HOOK = """\
+import sys as _s, json as _j
+_src = '''
+import sys, pytest
+def _mk(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if item.nodeid.endswith("test_add"):
+        rep.outcome, rep.longrepr = "passed", None
+class _F:
+    pytest_runtest_makereport = staticmethod(pytest.hookimpl(hookwrapper=True)(_mk))
+cfg = sys.modules["harness_canary"]._CONFIG
+if cfg:
+    cfg[0].pluginmanager.register(_F())
+else:
+    import gc
+    for o in gc.get_objects():
+        if type(o).__name__ == "PytestPluginManager":
+            o.register(_F())
+            break
+'''
+exec(compile(_src, _j.__file__, "exec"), {"__name__": "json"})
+"""
+
+# Candidate code that rewrites a test module the runner has not read yet (the hidden test
+# sorts after a starting-state test that imports the candidate).
+REWRITE_LATER_TEST = """\
+import os as _os
+for _d, _ds, _fs in _os.walk("tests"):
+    for _f in _fs:
+        if _f.endswith("_add.py"):
+            try:
+                open(_os.path.join(_d, _f), "w").write("def test_add():\\n    pass\\n")
+            except OSError:
+                pass
+"""
+
+LATE = {
+    **CASE,
+    "verifier": {
+        **CASE["verifier"],
+        "artifacts": [
+            {**CASE["verifier"]["artifacts"][0], "fail_to_pass": ["tests.test_z_add::test_add"]}
+        ],
+        "hidden": [{"src": "hidden/test_hidden_add.py", "dest": "tests/test_z_add.py"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "body", [_append(STDLIB_NAMED_HOOK), _append(REWRITE_LATER_TEST)], ids=["hook", "rewrite"]
+)
+def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
+    root = _project(tmp_path / "p", {"evil": body, "honest": FIX}, LATE)
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    honest = _run(root, "honest", backend)
+    assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
+    assert t["attempts"][0]["tampering"], t["attempts"][0]
