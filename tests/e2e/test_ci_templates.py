@@ -51,7 +51,7 @@ from junitparser import JUnitXml
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "examples" / "ci"
+TEMPLATES = Path("examples", "ci")  # in the clone: what the CI service checks out
 SCHEMA = xmlschema.XMLSchema(str(ROOT / "tests" / "data" / "junit.xsd"))
 STEP_TIMEOUT = 900  # a whole gate on 2 busy cores; far above the ~20 s it takes
 
@@ -229,10 +229,10 @@ def run_github_job(
     tmp: Path, n: int, cache: Cache, env_over: dict[str, str], context: dict[str, str]
 ) -> GitHubJob:
     """Run ``examples/ci/github-actions.yml``'s job in a fresh clone (job number ``n``)."""
-    workflow = yaml.safe_load((TEMPLATES / "github-actions.yml").read_text())
-    (job,) = workflow["jobs"].values()
     work = tmp / f"job{n}"
     clone = fresh_clone(work / "repo")
+    workflow = yaml.safe_load((clone / TEMPLATES / "github-actions.yml").read_text())
+    (job,) = workflow["jobs"].values()
     runner_temp = work / "runner-temp"
     runner_temp.mkdir()
     artifact_root = work / "artifacts"
@@ -443,10 +443,10 @@ def run_gitlab_job(
     tmp: Path, n: int, cache: Cache, project_vars: dict[str, str], predefined: dict[str, str]
 ) -> GitLabJob:
     """Run ``examples/ci/gitlab-ci.yml``'s job in a fresh clone (job number ``n``)."""
-    doc = yaml.safe_load((TEMPLATES / "gitlab-ci.yml").read_text())
-    (job,) = (v for k, v in doc.items() if isinstance(v, dict) and "script" in v)
     work = tmp / f"gl{n}"
     clone = fresh_clone(work / "repo")
+    doc = yaml.safe_load((clone / TEMPLATES / "gitlab-ci.yml").read_text())
+    (job,) = (v for v in doc.values() if isinstance(v, dict) and "script" in v)
     env = base_env(clone, work / "tools")
     pre = {"CI": "true", "GITLAB_CI": "true", "CI_PROJECT_DIR": str(clone),
            "CI_PROJECT_ID": "42", "CI_DEFAULT_BRANCH": "main",
