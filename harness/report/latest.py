@@ -6,11 +6,12 @@ holds the same files as ``<reports_dir>/<run_id>/``:
 
 * **a real folder, not a symlink**: CI artifact uploaders disagree about symlinks (GitHub's
   ``actions/upload-artifact`` cannot upload a path that is a symlink to a folder, and its
-  releases have changed whether links are followed; GitLab archives a link as a link), so a
-  link would upload as nothing. Its files are **hard links** to the run folder's (no second
-  copy on disk; a plain copy where the file system refuses hard links). Sharing inodes is
-  safe because the harness never writes a report file in place: every file and folder is
-  replaced by a rename, so rewriting one folder never changes the other.
+  releases have changed whether links are followed; GitLab's runner finds no files behind a
+  linked folder and no longer follows links), so a link would upload as nothing. Its files
+  are **hard links** to the run folder's (no second copy on disk; a plain copy where the
+  file system refuses hard links). Sharing inodes is safe because the harness never writes
+  a report file in place: every file and folder is replaced by a rename, so rewriting one
+  folder never changes the other (a tool appending to a file in either would change both).
 * **swapped in atomically**: the new tree is built beside ``latest`` under a hidden name,
   then exchanged with it in one ``renameat2(RENAME_EXCHANGE)`` call, so a reader (an
   uploader, a browser) sees the old folder or the new one, whole, and never a moment
