@@ -233,6 +233,8 @@ def run_github_job(
     clone = fresh_clone(work / "repo")
     workflow = yaml.safe_load((clone / TEMPLATES / "github-actions.yml").read_text())
     (job,) = workflow["jobs"].values()
+    # What `bash -eo pipefail` below models: GitHub's command for `shell: bash`.
+    assert workflow["defaults"]["run"]["shell"] == "bash"
     runner_temp = work / "runner-temp"
     runner_temp.mkdir()
     artifact_root = work / "artifacts"
@@ -295,8 +297,6 @@ def run_github_job(
             rc, out = github_action(step["uses"], with_, clone, cache, artifact_root)
             if step["uses"].startswith("actions/upload-artifact"):
                 outputs[sid] = {"artifact-url": (artifact_root / with_["name"]).as_uri()}
-            if step["uses"].startswith("actions/cache/restore"):
-                outputs[sid] = {"cache-matched-key": out.split("restored ", 1)[-1].strip()}
         log.append(f"== {name} (exit {rc})\n{out}")
         steps.append((name, "ran", rc))
         for line in files["GITHUB_OUTPUT"].read_text().splitlines():
