@@ -339,8 +339,9 @@ def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
 def _write_reports(
     project: Project, store: Store, run_id: str, decision: RunDecision
 ) -> tuple[Path, ...]:
-    """Write the whole report folder (HTML, JUnit, Markdown, JSON, evidence, history)."""
+    """Write the whole report folder (HTML, JUnit, Markdown, JSON, evidence, history, latest)."""
     from harness.report import write_report_folder
 
     folder = write_report_folder(project, store, run_id, decision)
-    return (*folder.paths, *((folder.history,) if folder.history else ()))
+    extra = (folder.history, folder.latest)
+    return (*folder.paths, *(p for p in extra if p is not None))

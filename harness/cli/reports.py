@@ -83,6 +83,8 @@ def report(
             out.print(str(write_file(path, src.read_bytes(), option)), highlight=False)
     if folder.history is not None:
         out.print(f"history: {folder.history}", highlight=False)
+    if folder.latest is not None:
+        out.print(f"latest: {folder.latest}", highlight=False)
 
 
 @click.command("export")

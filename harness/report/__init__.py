@@ -7,6 +7,7 @@ the run's stored records only, so all formats show the same decision and the sam
         reports/<run_id>/{index.html, evidence/, files/, records/,
                           junit.xml, summary.md, report.json}
         runs/<run_id>/summary.json in the store, and reports/index.html (the history)
+        reports/latest/: the same files, a stable path for CI (see :mod:`.latest`)
 
 The folder is built beside its final place and swapped in (see :mod:`.folder`); no file
 in it links outside it or names a host path.
@@ -43,6 +44,7 @@ from harness.report.folder import (
 from harness.report.history import write_history, write_summary
 from harness.report.html import render_evidence_page, render_html
 from harness.report.junit import render_junit
+from harness.report.latest import point_latest
 from harness.report.markdown import render_markdown
 from harness.report.schema import report_document
 from harness.store.store import Store
@@ -83,6 +85,7 @@ def write_report_folder(
     formats: Iterable[Format] = FORMATS,
     junit_baseline: bool = False,
     history: bool = True,
+    latest: bool = True,
 ) -> ReportFolder:
     """Write the portable report folder ``<reports_dir>/<run_id>/`` and refresh the history.
 
@@ -91,6 +94,8 @@ def write_report_folder(
     default); the evidence is copied in with the HTML. ``junit_baseline`` adds the
     re-executed baseline as a second JUnit suite. The run's summary is stored and the
     history page ``<reports_dir>/index.html`` rewritten unless ``history`` is False.
+    ``<reports_dir>/latest/`` then holds the same files (swapped in atomically) unless
+    ``latest`` is False: it always names the report folder written last.
 
     Raises:
         StoreError: the run or one of its records is missing or corrupt.
@@ -139,6 +144,7 @@ def write_report_folder(
         raise
     staged.commit()
     n_files, size = folder_size(dest)
+    latest_dir = point_latest(project.reports_dir, dest) if latest else None
     hist = None
     if history:
         # A read-only store still gets its report; the history then lacks this run.
@@ -149,7 +155,7 @@ def write_report_folder(
         root=dest, index=_moved(written.get("index"), out, dest),
         junit=_moved(written.get("junit"), out, dest),
         summary=_moved(written.get("summary"), out, dest),
-        json_path=_moved(written.get("json_path"), out, dest), history=hist,
+        json_path=_moved(written.get("json_path"), out, dest), history=hist, latest=latest_dir,
         evidence_files=n_files - len(written), bytes=size,
     )  # fmt: skip
 

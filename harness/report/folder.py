@@ -89,6 +89,8 @@ class ReportFolder(BaseModel):
     json_path: Path | None
     history: Path | None
     """The release history page ``<reports_dir>/index.html``, refreshed."""
+    latest: Path | None = None
+    """``<reports_dir>/latest/``, now holding this folder's files (None when not asked)."""
     evidence_files: int
     """Files copied from the store (logs, diffs, records)."""
     bytes: int

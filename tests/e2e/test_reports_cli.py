@@ -147,3 +147,30 @@ def test_real_report_folders_name_no_host_path(three_runs):
     for path in files:
         text = path.read_text(errors="replace")
         assert not any(h in text for h in hosts), path
+
+
+def test_reports_latest_follows_each_run_and_report(tmp_path: Path) -> None:
+    from support import make_project
+
+    root = make_project(tmp_path / "proj")
+    assert harness(root, "cases", "lock").returncode == 0
+    latest = root / "reports" / "latest"
+    first = _run(root, "good")
+    assert json.loads((latest / "report.json").read_text())["run_id"] == first
+    first_page = (root / "reports" / first / "index.html").read_bytes()
+    second = _run(root, "bad")
+    assert second != first
+    assert json.loads((latest / "report.json").read_text())["run_id"] == second
+    assert (latest / "index.html").read_bytes() == (
+        root / "reports" / second / "index.html"
+    ).read_bytes()
+    assert (root / "reports" / first / "index.html").read_bytes() == first_page  # untouched
+    # `harness report` of an older run makes it the latest written, and says where it is.
+    done = harness(root, "report", first)
+    assert done.returncode == 0, done.stderr
+    assert f"latest: {latest}" in done.stdout
+    assert json.loads((latest / "report.json").read_text())["run_id"] == first
+    assert latest.is_dir() and not latest.is_symlink()
+    # The pointer is not a run: the history lists the two runs and nothing called latest.
+    page = (root / "reports" / "index.html").read_text()
+    assert 'href="latest/' not in page and page.count('<tr data-run="') == 2
