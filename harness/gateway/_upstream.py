@@ -153,8 +153,12 @@ def meter(body: bytes, *, stream: bool, pinned: str) -> tuple[str, Usage]:
 
 
 def call_bound(spec: Upstream) -> float:
-    """Longest a call already sent to ``spec`` can take: every try, its bound and backoff."""
-    return (spec.retries + 1) * (spec.response_seconds + 10.0) + 8.0 * spec.retries
+    """Longest a call already sent to ``spec`` can take: every try, its bound and backoff.
+
+    A try is its connect (at most 10 s) and its answer: bytes until the bound, then one more
+    wait of at most a bound for the byte that finds it over (cut) or for none (stalled).
+    """
+    return (spec.retries + 1) * (2 * spec.response_seconds + 10.0) + 8.0 * spec.retries
 
 
 def _fault(exc: Urllib3Error, bound: float, *, answering: bool) -> UpstreamFault:
