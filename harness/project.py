@@ -200,7 +200,9 @@ class Upstream(_Frozen):
     """Name of the host environment variable holding the API key (never stored)."""
     price: Price
     response_seconds: float = Field(default=120.0, gt=0, le=3600)
-    """Bound on one upstream response (all of it, streamed or not); slower is infra_error."""
+    """Bound on one upstream response (all of it, streamed or not), from the moment it is sent.
+    No answer within it, or an answer that stops for a whole bound, is ``infra_error``; an
+    answer still arriving when it runs out is cut: the agent's ``budget_exceeded``."""
     retries: int = Field(default=2, ge=0, le=5)
     """Retries of a refused connection, a 429 or a 5xx, with exponential backoff."""
     concurrency: int = Field(default=4, ge=1, le=256)

@@ -6,7 +6,8 @@ the way mini-swe-agent expects them (one ``bash`` tool call with JSON arguments
 (SSE, with the final usage chunk when ``stream_options.include_usage`` is set). The step it
 serves is the number of assistant messages already in the request's history, so concurrent
 conversations each get their own place in the script and a replayed request gets the same
-answer. Fault modes: ``500``, ``429``, ``slow``, ``no_usage``, ``other_model``, ``cut``.
+answer. Fault modes: ``500``, ``429``, ``slow``, ``no_usage``, ``other_model``, ``cut``,
+``trickle`` and ``stall`` (see :attr:`Script.fault`).
 
 Run standalone (examples use it this way)::
 
@@ -51,10 +52,17 @@ class Script:
     commands: list[str]
     model: str = MODEL
     fault: str | None = None
-    """Fault for every request: 500, 429, slow, no_usage, other_model, cut."""
+    """Fault for every request: 500, 429, slow, no_usage, other_model, cut, trickle, stall.
+
+    ``slow``: nothing at all for ``slow_seconds``, then the answer. ``trickle``: the status
+    line at once, then the answer arriving in small pieces over ``slow_seconds`` (a long
+    completion: extra content deltas when streamed). ``stall``: the status line and the
+    first piece at once, then nothing for ``slow_seconds``, then the rest."""
     faults: dict[int, str] = field(default_factory=dict)
     """Fault by step (0-based)."""
     slow_seconds: float = 3.0
+    trickle_every: float = 0.25
+    """Seconds between the pieces of a ``trickle`` answer."""
     hooks: dict[int, Callable[[], None]] = field(default_factory=dict)
     """Called before answering a step (0-based), e.g. to break something mid-trajectory."""
     gather: int = 0
@@ -168,8 +176,29 @@ class _Handler(BaseHTTPRequestHandler):
             }
             if fault != "no_usage":
                 doc["usage"] = usage
+            if fault in ("trickle", "stall"):
+                return self._paced(json.dumps(doc).encode(), fault, script)
             return self._json(200, doc)
         return self._stream(step, command, model, created, usage, req, fault)
+
+    def _paced(self, body: bytes, fault: str, script: Script) -> None:
+        """A plain answer whose body arrives in pieces (``trickle``) or stops (``stall``)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if fault == "stall":
+            pieces, pause = [body[:1], body[1:]], script.slow_seconds
+        else:
+            n = max(2, round(script.slow_seconds / script.trickle_every))
+            size = -(-len(body) // n)
+            pieces = [body[i : i + size] for i in range(0, len(body), size)]
+            pause = script.trickle_every
+        for i, piece in enumerate(pieces):
+            if i:
+                time.sleep(pause)
+            self.wfile.write(piece)
+            self.wfile.flush()
 
     def _stream(
         self,
@@ -190,8 +219,11 @@ class _Handler(BaseHTTPRequestHandler):
             "type": "function",
             "function": {"name": "bash", "arguments": args[:half]},
         }
-        deltas: list[dict[str, Any]] = [
-            {"role": "assistant", "content": f"step {step + 1}"},
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": f"step {step + 1}"}]
+        if fault == "trickle":  # a long completion: one more delta every trickle_every
+            pieces = round(self.server.script.slow_seconds / self.server.script.trickle_every)
+            deltas += [{"content": "."} for _ in range(pieces)]
+        deltas += [
             {"tool_calls": [call0]},
             {"tool_calls": [{"index": 0, "function": {"arguments": args[half:]}}]},
         ]
@@ -216,9 +248,14 @@ class _Handler(BaseHTTPRequestHandler):
         lines = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
         if fault != "cut":
             lines.append(b"data: [DONE]\n\n")
-        for line in lines:
+        script = self.server.script
+        for i, line in enumerate(lines):
             self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
             self.wfile.flush()
+            if fault == "trickle":
+                time.sleep(script.trickle_every)
+            elif fault == "stall" and i == 0:
+                time.sleep(script.slow_seconds)
         self.wfile.write(b"0\r\n\r\n")
 
 

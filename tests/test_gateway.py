@@ -11,6 +11,7 @@ import http.server
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -204,6 +205,75 @@ def test_stream_cut_short_is_infrastructure(gateway: Gateway, scripted: Scripted
     with _session(gateway, scripted) as s:
         assert _request(s.socket_path, s.token, _chat(stream=True))[0] == 502
     assert "cut short" in (s.usage().fault or "")
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_a_completion_still_arriving_at_the_bound_is_cut_and_the_agents(
+    gateway: Gateway, scripted: ScriptedUpstream, stream: bool
+) -> None:
+    """The upstream answers at once and keeps sending for 6 s under a 2 s bound."""
+    scripted.script.fault, scripted.script.slow_seconds = "trickle", 6.0
+    with _session(gateway, scripted, response_seconds=2, retries=0) as s:
+        t0 = time.monotonic()
+        status, doc = _request(s.socket_path, s.token, _chat(stream=stream))
+        elapsed = time.monotonic() - t0
+        assert (status, doc["error"]["code"]) == (403, "response_seconds"), doc
+        assert "2s response bound" in doc["error"]["message"]
+        assert s.settled.is_set()
+        # The trial is settled: nothing more reaches the upstream.
+        assert _request(s.socket_path, s.token, _chat(history=1))[0] == 403
+        assert len(scripted.served) == 1
+    assert elapsed < 5.5, elapsed  # cut at the bound, not when the answer ended
+    usage = s.usage()
+    assert usage.fault is None
+    assert usage.budget and "response_seconds" in usage.budget, usage.budget
+    (cut, _) = usage.calls
+    assert (cut.turn, cut.status, cut.refused, cut.stream) == (1, 403, "response_seconds", stream)
+    # What arrived before the cut is in the transcript: a part of the upstream's answer.
+    arrived = s.blobs[cut.response_blob or ""]
+    assert arrived and (b"data: " in arrived) is stream and b"[DONE]" not in arrived
+    assert cut.upstream_wait_s >= 2.0
+
+
+@pytest.mark.parametrize(
+    ("fault", "expect"),
+    [("slow", "slower than the 2s bound"), ("stall", "stopped sending mid-answer")],
+    ids=["nothing", "stalls"],
+)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
+def test_an_upstream_that_sends_nothing_for_the_bound_stays_infrastructure(
+    gateway: Gateway, scripted: ScriptedUpstream, fault: str, expect: str, stream: bool
+) -> None:
+    """No status line within 2 s, or a started answer that stops for 6 s: the provider's."""
+    scripted.script.fault, scripted.script.slow_seconds = fault, 6.0
+    with _session(gateway, scripted, response_seconds=2, retries=0) as s:
+        status, doc = _request(s.socket_path, s.token, _chat(stream=stream))
+    assert (status, doc["error"]["code"]) == (502, "upstream"), doc
+    usage = s.usage()
+    assert usage.budget is None and usage.fault and expect in usage.fault, usage.fault
+
+
+def test_model_replay_cuts_a_recorded_cut_call_again(
+    gateway: Gateway, scripted: ScriptedUpstream
+) -> None:
+    scripted.script.fault, scripted.script.slow_seconds = "trickle", 6.0
+    with _session(gateway, scripted, response_seconds=2, retries=0) as s:
+        first = _request(s.socket_path, s.token, _chat(stream=True))
+    (c,) = s.usage().calls
+    recorded = [
+        RecordedCall(
+            request_key=request_key(s.blobs[c.request_blob]),
+            response=s.blobs[c.response_blob or ""],
+            status=c.status,
+            stream=c.stream,
+            refused=c.refused,
+        )
+    ]
+    gateway.add_replay("again", recorded, "run-1")
+    with gateway.open_session("again", upstream_spec(scripted), Limits()) as r:
+        again = _request(r.socket_path, r.token, _chat(stream=True))
+    assert again[0] == first[0] == 403 and again[1]["error"]["code"] == "response_seconds"
+    assert r.settled.is_set() and r.usage().budget and r.usage().fault is None
 
 
 def test_refused_connection_is_infrastructure(gateway: Gateway) -> None:

@@ -196,6 +196,27 @@ def test_a_settled_session_says_so_locally_and_over_the_link(
         gw.close()
 
 
+def test_a_call_cut_at_the_response_bound_settles_the_trial_over_the_link(
+    make_case, make_spec, upstream
+) -> None:
+    """A Dask worker's agent asks for a completion that streams 6 s under a 2 s bound."""
+    upstream.script.fault, upstream.script.slow_seconds = "trickle", 6.0
+    spec = _spec(make_spec, make_case(), upstream, response_seconds=2)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        status, doc = _request(remote.socket_path, remote.token, _body(0, stream=True))
+        assert (status, doc["error"]["code"]) == (403, "response_seconds"), doc
+        assert remote.settled.is_set()
+        usage = remote.close()
+    finally:
+        gw.close()
+    assert usage.fault is None and usage.budget and "response_seconds" in usage.budget
+
+
 def test_concurrent_calls_over_the_link_share_one_reservation(
     make_case, make_spec, upstream
 ) -> None:

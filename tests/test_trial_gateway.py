@@ -37,11 +37,15 @@ def _post(sock: str, token: str, body: dict[str, Any]) -> tuple[int, dict[str, A
         while chunk := s.recv(65536):
             raw += chunk
     head_b, _, body_b = raw.partition(b"\r\n\r\n")
-    return int(head_b.split()[1]), json.loads(body_b)
+    status = int(head_b.split()[1])
+    return status, json.loads(body_b) if b"text/event-stream" not in head_b else {}
 
 
-def model_agent(calls: int, *, fix: bool = True):  # type: ignore[no-untyped-def]
-    """An agent that asks the model ``calls`` times through the relayed endpoint, then fixes."""
+def model_agent(calls: int, *, fix: bool = True, **ask: Any):  # type: ignore[no-untyped-def]
+    """An agent that asks the model ``calls`` times through the relayed endpoint, then fixes.
+
+    ``ask``: more fields of each request (``stream``, ``max_tokens``…).
+    """
 
     def agent(call: ExecCall) -> ExecResult:
         assert call.view is not None and call.view.endpoint is not None
@@ -50,9 +54,12 @@ def model_agent(calls: int, *, fix: bool = True):  # type: ignore[no-untyped-def
         assert call.env["HARNESS_MODEL"] == MODEL and KEY not in json.dumps(call.env)
         messages: list[dict[str, Any]] = [{"role": "user", "content": "fix"}]
         for _ in range(calls):
-            status, doc = _post(call.view.endpoint, token, {"model": MODEL, "messages": messages})
+            body = {"model": MODEL, "messages": messages, **ask}
+            status, doc = _post(call.view.endpoint, token, body)
             if status != 200:
                 break
+            if ask.get("stream"):
+                continue  # an SSE body: the agent only needs to know it was answered
             messages += [doc["choices"][0]["message"], {"role": "tool", "content": "ok"}]
         if fix:
             (call.workspace / "pkg" / "mod.py").write_text("def answer():\n    return 42\n")
@@ -75,7 +82,9 @@ def upstream() -> Iterator[ScriptedUpstream]:
         yield up
 
 
-def _spec(make_spec, case_dir: Path, up: ScriptedUpstream):  # type: ignore[no-untyped-def]
+def _spec(  # type: ignore[no-untyped-def]
+    make_spec, case_dir: Path, up: ScriptedUpstream, response_seconds: float = 20
+):
     spec = make_spec(case_dir)
     upstream = Upstream(
         base_url=up.base_url,
@@ -83,7 +92,7 @@ def _spec(make_spec, case_dir: Path, up: ScriptedUpstream):  # type: ignore[no-u
         key_env="TRIAL_KEY",
         price=Price(input_per_mtok=1.0, output_per_mtok=4.0),
         retries=0,
-        response_seconds=20,
+        response_seconds=response_seconds,
     )
     return dataclasses.replace(spec, release=spec.release.model_copy(update={"upstream": upstream}))
 
@@ -128,6 +137,39 @@ def test_upstream_500_is_infra_error(make_case, make_spec, upstream) -> None:
     assert out.record.verdict.outcome is Outcome.INFRA_ERROR
     assert "upstream answered 500" in out.record.verdict.reason
     assert out.record.attempts[0].model is not None
+
+
+def test_a_completion_running_past_the_response_bound_is_the_agents_fail(
+    make_case, make_spec, upstream
+) -> None:
+    """A streamed answer that goes on for 6 s under a 2 s bound: the agent asked too much."""
+    upstream.script.fault, upstream.script.slow_seconds = "trickle", 6.0
+    spec = _spec(make_spec, make_case(), upstream, response_seconds=2)
+    agent = model_agent(2, stream=True, max_tokens=100_000)
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        out = run_trial(spec, FakeSandbox(handler(agent)))
+    verdict = out.record.verdict
+    assert verdict.outcome is Outcome.FAIL, verdict.reason
+    assert verdict.failure_type is FailureType.BUDGET_EXCEEDED
+    assert "2s response bound (response_seconds)" in verdict.reason, verdict.reason
+    model = out.record.attempts[0].model
+    assert model is not None and model.fault is None and model.turns == 1
+    assert [c.refused for c in model.calls] == ["response_seconds"]
+    assert len(upstream.served) == 1
+
+
+def test_an_upstream_silent_past_the_response_bound_stays_infra_error(
+    make_case, make_spec, upstream
+) -> None:
+    """The same request, but the upstream sends nothing for 6 s: the provider's fault."""
+    upstream.script.fault, upstream.script.slow_seconds = "slow", 6.0
+    spec = _spec(make_spec, make_case(), upstream, response_seconds=2)
+    agent = model_agent(2, stream=True, max_tokens=100_000)
+    with Gateway(keys={"TRIAL_KEY": KEY}).serving():
+        out = run_trial(spec, FakeSandbox(handler(agent)))
+    verdict = out.record.verdict
+    assert verdict.outcome is Outcome.INFRA_ERROR, verdict.reason
+    assert "slower than the 2s bound" in verdict.reason
 
 
 def test_no_gateway_in_the_process_is_infra_error(make_case, make_spec, upstream) -> None:

@@ -5,7 +5,9 @@ agent phase) and accepts only its own bearer token, issued when the phase starts
 revoked when it ends. It checks each call (model name, budget), forwards it to the
 release's upstream with the real key (or serves it from a recorded run), meters the
 upstream's usage and keeps the transcript. Faults and overspending are noted in the
-session; the trial turns them into verdicts when the phase ends.
+session; the trial turns them into verdicts when the phase ends. A completion still
+arriving when the upstream's ``response_seconds`` ran out is cut and counts as
+overspending: the agent asked for more than the release allows one call.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from harness.gateway._http import Call, Endpoint, Reply, refusal
 from harness.gateway._reserve import Grant, grant, request_bounds, union_seconds
 from harness.gateway._upstream import (
     Answer,
+    ResponseTooLong,
     UpstreamClient,
     UpstreamFault,
     Usage,
@@ -56,6 +59,8 @@ _ACTIVE: list[Gateway] = []
 _ENDED = "token refused: its agent phase has ended"
 _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
+_CUT = "response_seconds"
+"""Error code of a call cut at the upstream's response bound (the agent's overspending)."""
 
 
 def active_gateway() -> Gateway | None:
@@ -113,6 +118,8 @@ class RecordedCall:
     response: bytes
     status: int
     stream: bool
+    refused: str | None = None
+    """Why the gateway refused or failed the call when it was recorded (``ModelCall.refused``)."""
 
 
 @dataclass
@@ -228,7 +235,28 @@ class Session:
             return self._refused(call, 502, f"upstream fault: {fault}", "upstream", turn=turn)
         except _PhaseEnded:
             return self._refused(call, 401, _ENDED, "token", turn=turn)
+        except ResponseTooLong as cut:
+            return self._cut(call, cut, turn)
         return self._metered(call, answer, turn, g)
+
+    def _cut(self, call: Call, cut: ResponseTooLong, turn: int) -> Reply:
+        """Settle a call cut at the response bound as the agent's overspending.
+
+        What arrived is kept in the transcript; its tokens are not metered (a provider's
+        usage comes with the end of its answer), the call's reservation bounded them.
+        """
+        end = time.monotonic()
+        message = (
+            f"turn {turn}: the completion was still arriving when the upstream's "
+            f"{cut.bound:g}s response bound (response_seconds) ran out, and was cut: "
+            "ask for a shorter completion (max_tokens)"
+        )
+        with self._lock:
+            why = self._over(message)
+            self._meter.waits.append((end - cut.wait_s, end))
+        answer = Answer(status=_BUDGET, body=cut.body, stream=cut.stream, wait_s=cut.wait_s)
+        self._record(call, turn, _BUDGET, answer, Usage(0, 0), _CUT)
+        return refusal(_BUDGET, f"budget exceeded: {why}", _CUT)
 
     def _fault(self, message: str) -> None:
         """Note the phase's first upstream fault (lock held): the trial is settled."""
@@ -268,6 +296,9 @@ class Session:
                 f"run's ({self._replayed_from})"
             )
         rec = self._replay[turn - 1]
+        if rec.refused == _CUT:  # cut again, so the replayed trial settles as it did
+            bound = self.upstream.response_seconds
+            raise ResponseTooLong(bound, rec.response, stream=rec.stream, wait_s=0.0)
         return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
 
     def _still_open(self) -> None:

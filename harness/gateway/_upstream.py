@@ -1,10 +1,18 @@
 """The upstream side of the gateway: forward one call, bounded, retried, metered.
 
 Faults of the provider are never the agent's: a refused connection, a 5xx or a 429 after
-the bounded retries, a response slower than the release's bound, a response that is not
-the wire format, a stream cut short, a missing ``usage``, or another model than the pinned
-one all raise :class:`UpstreamFault` (an ``InfraError``). Retries and backoff are urllib3's
-``Retry``; the shared concurrency and rate limit live here, one per upstream.
+the bounded retries, no answer within the release's bound, an answer that stops arriving
+for a whole bound, a response that is not the wire format, a stream cut short, a missing
+``usage``, or another model than the pinned one all raise :class:`UpstreamFault` (an
+``InfraError``). Retries and backoff are urllib3's ``Retry``; the shared concurrency and
+rate limit live here, one per upstream.
+
+The response bound tells the provider's fault from the agent's by progress. An upstream
+that sent nothing (no status line within the bound), or that stopped sending for a whole
+bound, failed: :class:`UpstreamFault`. An upstream that answered in time and was still
+sending when the bound ran out was serving a completion longer than the release allows
+(a huge ``max_tokens``, a stream that goes on): the call is cut and
+:class:`ResponseTooLong` raised, which the gateway settles as the agent's fail.
 """
 
 from __future__ import annotations
@@ -23,7 +31,15 @@ from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from harness.errors import InfraError
 from harness.project import Upstream
 
-__all__ = ["Answer", "UpstreamClient", "UpstreamFault", "Usage", "call_bound", "meter"]
+__all__ = [
+    "Answer",
+    "ResponseTooLong",
+    "UpstreamClient",
+    "UpstreamFault",
+    "Usage",
+    "call_bound",
+    "meter",
+]
 
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _AGENT_STATUS = frozenset({400, 413, 422})
@@ -35,6 +51,31 @@ class UpstreamFault(InfraError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, reason="upstream")
+
+
+class ResponseTooLong(Exception):
+    """The upstream answered in time but was still sending when the response bound ran out.
+
+    The call was cut: the completion the agent asked for takes longer than the release's
+    ``response_seconds`` (not a fault of the provider, which was answering).
+    """
+
+    def __init__(self, bound: float, body: bytes, *, stream: bool, wait_s: float) -> None:
+        super().__init__(f"the completion was still arriving after the {bound:g}s bound")
+        self.bound = bound
+        self.body = body
+        """What had arrived when the call was cut (a partial body: never metered)."""
+        self.stream = stream
+        self.wait_s = wait_s
+        """Seconds from queueing the call to the cut."""
+
+
+class _Cut(Exception):
+    """Raised inside :meth:`UpstreamClient._send`: still answering past the bound."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__()
+        self.body = body
 
 
 @dataclass(frozen=True)
@@ -112,14 +153,23 @@ def meter(body: bytes, *, stream: bool, pinned: str) -> tuple[str, Usage]:
 
 
 def call_bound(spec: Upstream) -> float:
-    """Longest a call already sent to ``spec`` can take: every try, its bound and backoff."""
-    return (spec.retries + 1) * (spec.response_seconds + 10.0) + 8.0 * spec.retries
+    """Longest a call already sent to ``spec`` can take: every try, its bound and backoff.
+
+    A try is its connect (at most 10 s) and its answer: bytes until the bound, then one more
+    wait of at most a bound for the byte that finds it over (cut) or for none (stalled).
+    """
+    return (spec.retries + 1) * (2 * spec.response_seconds + 10.0) + 8.0 * spec.retries
 
 
-def _fault(exc: Urllib3Error, bound: float) -> UpstreamFault:
-    """Translate a urllib3 failure (the one foreign exception boundary of the gateway)."""
+def _fault(exc: Urllib3Error, bound: float, *, answering: bool) -> UpstreamFault:
+    """Translate a urllib3 failure (the one foreign exception boundary of the gateway).
+
+    ``answering``: the status line had arrived (a read timeout then is a stalled answer).
+    """
     cause = exc.reason if isinstance(exc, MaxRetryError) and exc.reason is not None else exc
     if isinstance(cause, ReadTimeoutError | TimeoutError):
+        if answering:
+            return UpstreamFault(f"upstream stopped sending mid-answer for the {bound:g}s bound")
         return UpstreamFault(f"upstream slower than the {bound:g}s bound")
     return UpstreamFault(f"upstream unreachable: {type(cause).__name__}: {cause}")
 
@@ -175,9 +225,14 @@ class UpstreamClient:
         ``before_send`` runs once the call holds its slot, right before it is sent: an
         exception it raises propagates and nothing is sent.
 
+        The response bound runs from the moment the call is sent (after its slot and the
+        rate limit, which other calls decide).
+
         Raises:
-            UpstreamFault: refused connection, 5xx/429 after retries, slower than the bound,
-                or an authentication/not-found status (the release's key or URL is wrong).
+            UpstreamFault: refused connection, 5xx/429 after retries, no answer within the
+                bound or an answer stalled for a whole bound, or an authentication/not-found
+                status (the release's key or URL is wrong).
+            ResponseTooLong: a success answer still arriving when the bound ran out (cut).
         """
         stream = doc.get("stream") is True
         if stream:
@@ -192,7 +247,11 @@ class UpstreamClient:
             self._rate.wait()
             if before_send is not None:
                 before_send()
-            status, data = self._send(body, bound, t0)
+            try:
+                status, data = self._send(body, bound)
+            except _Cut as cut:
+                wait = time.monotonic() - t0
+                raise ResponseTooLong(bound, cut.body, stream=stream, wait_s=wait) from None
         wait = time.monotonic() - t0
         if status in _RETRY_STATUS:
             raise UpstreamFault(f"upstream answered {status} after {self.spec.retries} retries")
@@ -200,29 +259,37 @@ class UpstreamClient:
             raise UpstreamFault(f"upstream answered {status}: {data[:200]!r}")
         return Answer(status=status, body=data, stream=stream and status < 300, wait_s=wait)
 
-    def _send(self, body: bytes, bound: float, t0: float) -> tuple[int, bytes]:
+    def _send(self, body: bytes, bound: float) -> tuple[int, bytes]:
         headers = {
             "Authorization": f"Bearer {self._key}",
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
         }
+        # The read timeout bounds each wait for a byte; the total is checked as bytes arrive.
         timeout = urllib3.Timeout(connect=min(10.0, bound), read=bound)
+        sent = time.monotonic()
+        answering = False
         try:
             resp = self._pool.request(
                 "POST", self._url, body=body, headers=headers, timeout=timeout,
                 preload_content=False,
             )  # fmt: skip
+            if time.monotonic() - sent > bound:  # the status line came too late
+                resp.close()
+                raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
+            answering = True
             chunks: list[bytes] = []
-            for chunk in resp.stream(1 << 16):
+            # read1: whatever has arrived, so the bound is checked as the answer flows.
+            while chunk := resp.read1(1 << 16):
                 chunks.append(chunk)
-                if time.monotonic() - t0 > bound:
+                if time.monotonic() - sent > bound:
                     resp.close()
+                    if resp.status < 300:
+                        raise _Cut(b"".join(chunks))
                     raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
             resp.release_conn()
         except Urllib3Error as exc:
-            raise _fault(exc, bound) from None
-        if time.monotonic() - t0 > bound:
-            raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
+            raise _fault(exc, bound, answering=answering) from None
         return resp.status, b"".join(chunks)
 
     def close(self) -> None:

@@ -151,7 +151,8 @@ class ModelCall(_Frozen):
     output_tokens: int = 0
     upstream_wait_s: float = 0.0
     refused: str | None = None
-    """Why the gateway refused or failed the call (``model``, ``budget``, ``upstream``…)."""
+    """Why the gateway refused or failed the call (``model``, ``budget``, ``upstream``,
+    ``response_seconds`` for a completion cut at the upstream's response bound…)."""
 
 
 class ModelUsage(_Frozen):
@@ -175,7 +176,8 @@ class ModelUsage(_Frozen):
     fault: str | None = None
     """The upstream fault that made the attempt an infra_error, if any."""
     budget: str | None = None
-    """The budget the agent overspent (the call was refused), if any."""
+    """The budget the agent overspent (the call was refused, or cut at the upstream's
+    ``response_seconds`` while its completion was still arriving), if any."""
     replayed_from: str | None = None
     """Set when responses were served from a recorded run instead of the upstream."""
 

@@ -196,6 +196,7 @@ def _calls(
                     response=get_blob(c.response_blob or ""),
                     status=c.status,
                     stream=c.stream,
+                    refused=c.refused,
                 )
                 for c in calls
             ]

@@ -56,6 +56,9 @@ AGENT = textwrap.dedent(
         ask(0)
         ask(1)
         time.sleep(600)
+    elif mode == "long":      # a streamed answer as long as the model can make; then it hangs
+        ask(0, stream=True, max_tokens=100000)
+        time.sleep(600)
     elif mode == "burst":     # 20 calls at once, 60 completion tokens each
         for t in together(20, max_tokens=60):
             t.join()
@@ -81,7 +84,13 @@ AGENT = textwrap.dedent(
 )
 
 
-def _project(tmp_path: Path, up: ScriptedUpstream, mode: str, case_extra: str = "") -> Path:
+def _project(
+    tmp_path: Path,
+    up: ScriptedUpstream,
+    mode: str,
+    case_extra: str = "",
+    response_seconds: float = 120,
+) -> Path:
     root = make_project(tmp_path / "proj", n_cases=1)
     case = root / "cases" / "add-0" / "case.yaml"
     text = case.read_text().replace("agent: {timeout_seconds: 30,", "agent: {timeout_seconds: 90,")
@@ -100,6 +109,7 @@ def _project(tmp_path: Path, up: ScriptedUpstream, mode: str, case_extra: str = 
       price: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}
       retries: 0
       concurrency: 20
+      response_seconds: {response_seconds:g}
 """
         )
     assert harness(root, "cases", "lock").returncode == 0
@@ -151,6 +161,42 @@ def test_a_settled_trial_stops_its_agent_within_seconds(tmp_path, up, backend, c
     agent = trial["attempts"][-1]["agent"]
     assert agent is not None and agent["duration_s"] < 15, agent["duration_s"]
     assert elapsed < 60, elapsed
+
+
+@pytest.mark.parametrize(
+    ("fault", "outcome"), [("trickle", "fail"), ("slow", "infra_error")], ids=["long", "silent"]
+)
+def test_a_completion_past_the_response_bound_is_the_agents_fail_silence_is_infra(
+    tmp_path, up, fault, outcome
+) -> None:
+    """Under a 2 s bound the upstream streams for 6 s (answering: the agent asked for a
+    completion that long) or sends nothing for 6 s (the provider's fault)."""
+    up.script.fault, up.script.slow_seconds = fault, 6.0
+    root = _project(tmp_path, up, "long", response_seconds=2)
+    t0 = time.monotonic()
+    done = harness(
+        root, "run", "--release", "hostile", "--k", "1", "--no-report", env={"HGW_ACC_KEY": KEY}
+    )
+    elapsed = time.monotonic() - t0
+    assert "Traceback" not in done.stderr, done.stderr
+    shown = harness(root, "show", "--json")
+    (trial,) = json.loads(shown.stdout)["trials"]
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == outcome, verdict
+    if outcome == "fail":
+        assert verdict["failure_type"] == "budget_exceeded", verdict
+        assert "2s response bound (response_seconds)" in verdict["reason"], verdict
+        # The gate's verdict on a candidate that failed its one trial (was 4, blocked).
+        assert done.returncode == 1 and "not one of the candidate's" in done.stdout, done
+    else:
+        assert "slower than the 2s bound" in verdict["reason"], verdict
+        assert done.returncode == 4, (done.returncode, done.stderr)
+    model = trial["attempts"][-1]["model"]
+    assert len(model["calls"]) == 1 and len(up.served) == 1
+    # Settled either way: the agent, which would sleep 600 s, is stopped at once.
+    agent = trial["attempts"][-1]["agent"]
+    assert agent is not None and agent["duration_s"] < 20, agent["duration_s"]
+    assert elapsed < 90, elapsed
 
 
 def test_a_settled_trial_on_a_dask_worker_stops_its_agent_within_seconds(tmp_path, up) -> None:
