@@ -117,3 +117,14 @@ def test_no_import_circle_but_the_gateways_type_only_one():
     assert _circles(graph) == [ALLOWED_CIRCLE]
     runtime = grimp.build_graph("harness", cache_dir=None, exclude_type_checking_imports=True)
     assert _circles(runtime) == []
+
+
+def test_the_cli_starts_without_scipy() -> None:
+    """scipy is imported where the gate computes, not at start-up: every command (and every
+    CLI call a test or a CI job makes) paid about half a second of CPU for it."""
+    code = (
+        "import sys, harness.cli, harness.report.schema, harness.decision\n"
+        "sys.exit(1 if [m for m in sys.modules if m.split('.')[0] == 'scipy'] else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr.decode()

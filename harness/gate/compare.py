@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
 from harness.frozen import Frozen as _Frozen
 from harness.gate.budget import RegressionBudget, beta_prior, flip_risk, regression_budget
@@ -60,6 +59,8 @@ def mcnemar_exact(
         raise ValueError(f"discordant counts must be >= 0, got b={b}, c={c}")
     if b + c == 0:
         return 1.0
+    from scipy import stats as sps
+
     return float(sps.binomtest(b, b + c, 0.5, alternative=alternative).pvalue)
 
 
@@ -153,6 +154,8 @@ def paired_test(
     tcrit = t_ppf(0.5 + ci_level / 2, df)
     t_stat: float | None
     if se > 0:
+        from scipy import stats as sps
+
         t_stat = mean / se
         if alternative == "less":
             p = float(sps.t.cdf(t_stat, df))
@@ -252,6 +255,8 @@ def fisher_less(
 
     Arguments are per-case arrays: A's passes and judged trials, B's passes and trials.
     """
+    from scipy import stats as sps
+
     total = c_n + b_n
     passes = c_pass + b_pass
     # X = candidate passes ~ Hypergeom(M=total, n=passes, N=c_n); small X is evidence.

@@ -37,9 +37,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy import fft as sp_fft
-from scipy import stats as sps
-from scipy.signal import fftconvolve
 
 from harness.frozen import Frozen as _Frozen
 
@@ -83,6 +80,8 @@ def _arrays(c: IntArray, n: IntArray, b: IntArray, m: IntArray) -> tuple[np.ndar
 def _null(n: int, m: int, s: int) -> tuple[int, np.ndarray, np.ndarray]:
     """Support start, pmf and lower cdf of candidate passes given the case total ``s``."""
     lo, hi = max(0, s - m), min(n, s)
+    from scipy import stats as sps  # imported on first use: the CLI starts without scipy
+
     cs = np.arange(lo, hi + 1)
     pmf = np.asarray(sps.hypergeom.pmf(cs, n + m, s, n), dtype=float)
     pmf /= pmf.sum()
@@ -179,6 +178,8 @@ def _conv_all(parts: Sequence[np.ndarray]) -> np.ndarray:
         for part in parts:
             total = np.convolve(total, part)
         return total
+    from scipy import fft as sp_fft
+
     nfft = sp_fft.next_fast_len(size, real=True)
     spectrum = np.ones(nfft // 2 + 1, dtype=complex)
     for part in parts:
@@ -190,6 +191,8 @@ def _conv_all(parts: Sequence[np.ndarray]) -> np.ndarray:
 def _conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.size * b.size < 4096:
         return np.convolve(a, b)
+    from scipy.signal import fftconvolve
+
     # FFT round-off is ~1e-16 of the peak: far below any level we test at
     return np.asarray(np.clip(fftconvolve(a, b), 0.0, None), dtype=float)
 

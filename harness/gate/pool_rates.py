@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 from harness.frozen import Frozen as _Frozen
 from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
@@ -101,6 +100,8 @@ def pooled_verdict(
     th = policy.thresholds
     d = cand / k - ref / ref_n
     if d.size >= 2 and th.non_inferiority != "info":
+        from scipy import stats as sps
+
         half = float(sps.t.ppf(1 - policy.alpha, d.size - 1)) * float(d.std(ddof=1))
         half /= math.sqrt(d.size)
         if float(d.mean()) - half <= -th.non_inferiority_margin + _EPS and (

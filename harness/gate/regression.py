@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy.special import comb
 
 from harness.frozen import Frozen as _Frozen
 from harness.gate.exact import (
@@ -82,6 +81,8 @@ class RuleResult(_Frozen):
 
 def pass_hat_k_array(c: np.ndarray, n: np.ndarray, k: int) -> np.ndarray:
     """Unbiased pass^k per case, ``C(c,k)/C(n,k)``; NaN where ``n < k`` (vectorised)."""
+    from scipy.special import comb
+
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.asarray(comb(c, k) / comb(n, k), dtype=float)
     out[n < k] = np.nan

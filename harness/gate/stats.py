@@ -23,7 +23,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from scipy import stats as sps
 
 from harness.frozen import Frozen as _Frozen
 from harness.store.records import Outcome, RunRecord
@@ -200,6 +199,8 @@ def _summarize_case(outs: tuple[Outcome, ...], k: int, case_id: str) -> CaseSumm
 
 @functools.lru_cache(maxsize=1024)
 def t_ppf(q: float, df: int) -> float:
+    from scipy import stats as sps
+
     return float(sps.t.ppf(q, df))
 
 

@@ -97,7 +97,7 @@ def pack_tree(
             if inner in locked and not info.issym():
                 mode = locked[inner]
                 info.uid, info.gid = 0, 0
-                info.mode = 0o555 if info.isdir() and mode == 0o444 else mode
+                info.mode = 0o755 if info.isdir() and mode == 0o644 else mode
             if info.isreg():
                 with entry.open("rb") as fh:
                     tar.addfile(info, fh)

@@ -337,9 +337,10 @@ class Sandbox(Protocol):
 def lock_plan(dest: str, locked: Sequence[str]) -> tuple[list[str], list[str]]:
     """Return the workspace-relative entries to lock and the folders above them.
 
-    A locked file is owned by root with mode 0444, a locked folder (an empty
+    A locked file is owned by root with mode 0644, a locked folder (an empty
     ``__pycache__``, so that no compiled module can be planted next to a locked one) by
-    root with mode 0555; every folder from the workspace down to them is owned by root with
+    root with mode 0755 (ownership is the lock: a copy the run makes is its own to
+    edit, as a verifier that copies the tree and patches the copy expects); every folder from the workspace down to them is owned by root with
     mode 1777: the sandboxed user may still create files anywhere (tests write next to
     their modules), but the sticky bit keeps it from removing or renaming what it does not
     own, so a locked entry can be neither edited nor replaced. ``""`` is the workspace.

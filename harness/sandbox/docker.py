@@ -501,7 +501,7 @@ class DockerSession:
         rel = PurePosixPath(target).relative_to(_WS)
         uid, gid = self._owner()
         files, folders = lock_plan("", locked)
-        modes = {**{f: 0o444 for f in files}, **{d: 0o1777 for d in folders if d}}
+        modes = {**{f: 0o644 for f in files}, **{d: 0o1777 for d in folders if d}}
         self._put(_WS, pack_tree(src, rel, uid, gid, locked=modes), f"put_tree {src}")
         if not locked:
             return

@@ -252,10 +252,10 @@ class LocalSession:
     def _lock_entries(self, dest: str, locked: Sequence[str]) -> None:
         files, folders = lock_plan(dest, locked)
         ws = self._host["workspace"]
-        for rel, mode in [*((f, 0o444) for f in files), *((d, 0o1777) for d in folders)]:
+        for rel, mode in [*((f, 0o644) for f in files), *((d, 0o1777) for d in folders)]:
             path = ws / rel if rel else ws
-            if mode == 0o444 and path.is_dir() and not path.is_symlink():
-                mode = 0o555
+            if mode == 0o644 and path.is_dir() and not path.is_symlink():
+                mode = 0o755
             if not self._resolves_inside(path) or (rel and path.is_symlink()):
                 raise SandboxUnavailableError(
                     f"local sandbox {self.label}: cannot lock {rel!r}: not inside the workspace",
