@@ -339,11 +339,12 @@ def lock_plan(dest: str, locked: Sequence[str]) -> tuple[list[str], list[str]]:
 
     A locked file is owned by root with mode 0644, a locked folder (an empty
     ``__pycache__``, so that no compiled module can be planted next to a locked one) by
-    root with mode 0755 (ownership is the lock: a copy the run makes is its own to
-    edit, as a verifier that copies the tree and patches the copy expects); every folder from the workspace down to them is owned by root with
-    mode 1777: the sandboxed user may still create files anywhere (tests write next to
-    their modules), but the sticky bit keeps it from removing or renaming what it does not
-    own, so a locked entry can be neither edited nor replaced. ``""`` is the workspace.
+    root with mode 0755: ownership is the lock, so a copy the run makes is its own to edit
+    (as a verifier that copies the tree and patches its copy expects). Every folder from
+    the workspace down to them is owned by root with mode 1777: the sandboxed user may
+    still create files anywhere (tests write next to their modules), but the sticky bit
+    keeps it from removing or renaming what it does not own, so a locked entry can be
+    neither edited nor replaced. ``""`` is the workspace.
     """
     base = PurePosixPath(dest) if dest else PurePosixPath()
     entries = [str(base / rel) for rel in locked]
