@@ -19,6 +19,7 @@ from harness.frozen import Frozen as _Frozen
 from harness.sandbox.base import Bound, Termination
 
 __all__ = [
+    "STEP_NAMES",
     "AgentClaim",
     "Arm",
     "AttemptRecord",
