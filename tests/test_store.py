@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import json
 import multiprocessing
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from harness.store.records import (
     Outcome,
     ReleaseRecord,
     RunRecord,
+    StepClock,
     TrialKey,
+    TrialSteps,
     Verdict,
 )
 from harness.store.store import MANIFEST, Store, _chain
@@ -280,3 +283,44 @@ def test_inside_refuses_a_path_that_escapes_even_through_a_symlink(tmp_path):
 def test_run_refs_are_names(tmp_path):
     with pytest.raises(ConfigError, match="RUN"):
         Store(tmp_path).resolve_run("../../etc")
+
+
+def test_a_record_written_before_steps_were_measured_still_loads(tmp_path):
+    store, rdir = _run(tmp_path, seal=False)
+    # As an older harness wrote it: no ``steps`` key at all (the store's digests recomputed).
+    for path in (rdir / "trials").glob("*.json"):
+        data = json.loads(path.read_text())
+        del data["steps"]
+        path.write_text(json.dumps(data, indent=2))
+    _rechain(rdir)
+    records = store.trials("r1")
+    assert [r.key.trial for r in records] == [0, 1]
+    assert [(r.steps, r.overhead_s()) for r in records] == [(None, None), (None, None)]
+
+
+def test_the_store_adds_its_step_to_a_measured_record_only(tmp_path):
+    store = Store(tmp_path)
+    measured = trial(0).model_copy(update={"steps": TrialSteps(wall_s=2.0, verifier=1.5)})
+    with store.open_run(release()) as h:
+        assert h.add_trial(measured, {"x": b"stdout" * 10_000})
+        assert h.add_trial(trial(1), {"y": b"stderr"})
+    first, second = store.trials("r1")
+    assert first.steps is not None and first.steps.store is not None and first.steps.store > 0
+    assert (first.steps.wall_s, first.steps.verifier) == (2.0, 1.5)
+    assert second.steps is None
+
+
+def test_the_step_clock_never_counts_a_second_twice():
+    clock = StepClock()
+    with clock.step("agent"):
+        time.sleep(0.05)
+        with clock.step("workspace"):
+            time.sleep(0.1)
+    with clock.step("agent"):  # a second attempt adds to the same step
+        time.sleep(0.05)
+    steps = clock.steps()
+    assert steps.workspace >= 0.1
+    assert steps.agent >= 0.1
+    # The nested step is taken out of the outer one: together they fit the wall time.
+    assert steps.agent + steps.workspace <= steps.steps_s() <= steps.wall_s
+    assert steps.store is None and steps.verifier == 0.0

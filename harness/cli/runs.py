@@ -95,6 +95,9 @@ def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
         (t.key.slug() for t in trials), key=len, default="trial")))  # fmt: skip
     for col in ("verdict", "attempts", "stop"):
         table.add_column(col, no_wrap=True)
+    # The harness's own seconds beside the verifier's command (— for records without steps).
+    table.add_column("verifier s", justify="right", no_wrap=True)
+    table.add_column("harness s", justify="right", no_wrap=True)
     table.add_column("reason", overflow="fold")
     for t in trials:
         v = t.verdict
@@ -104,8 +107,11 @@ def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
             for a in t.attempts
         )
         verdict = v.outcome.value + (f" ({v.failure_type.value})" if v.failure_type else "")
+        own = t.overhead_s()
+        ver = sum(a.verifier.duration_s for a in t.attempts if a.verifier)
         table.add_row(t.key.slug(), verdict, lineage if len(t.attempts) > 1 else "1",
-                      t.stop_reason, v.reason[:200])  # fmt: skip
+                      t.stop_reason, f"{ver:.2f}", "—" if own is None else f"{own:.2f}",
+                      v.reason[:200])  # fmt: skip
     out.print(table, markup=False, highlight=False)
     shown = f"{len(trials)} of {len(everything)} trials shown"
     filters = [f for f, on in (("--case", cases), ("--failed", failed), ("--arm", arm)) if on]

@@ -31,8 +31,10 @@ from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
 from harness.report.reference import is_reference_edit, reference_paths
 from harness.report.usage import (
+    HarnessCost,
     ModelCost,
     VerifyCost,
+    harness_cost,
     model_cost,
     ordered_union,
     transcript_refs,
@@ -135,6 +137,8 @@ class ArmCost(_Frozen):
     """Tokens and cost measured by the gateway (None: no trial was measured)."""
     verify: VerifyCost | None = None
     """Sandbox CPU and wall seconds of the verifier phases."""
+    harness: HarnessCost | None = None
+    """The harness's own time beside the verifier's (None: no record carries its steps)."""
 
 
 class ArmView(_Frozen):
@@ -213,6 +217,10 @@ class Evidence(_Frozen):
     (restored, not flagged: the task asked for such an edit)."""
     left_out: tuple[str, ...] = ()
     """Files the agent added under protected paths, left out of the verifier's tree."""
+    overhead_s: float | None = None
+    """The harness's own seconds in this trial (None: its record has no steps)."""
+    verifier_s: float = 0.0
+    """Seconds of the verifier's commands in this trial."""
 
 
 class EvidenceGroup(_Frozen):
@@ -360,7 +368,7 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
     return ArmCost(trials=trials, attempts=attempts, agent_seconds=agent,
                    verifier_seconds=verifier, usage=dict(sorted(usage.items())),
                    trials_with_usage=with_usage, model=model_cost(records),
-                   verify=verify_cost(records))  # fmt: skip
+                   verify=verify_cost(records), harness=harness_cost(records))  # fmt: skip
 
 
 def _seconds(records: Sequence[RunRecord]) -> float:
@@ -429,6 +437,8 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         tampering=tuple(p for p in touched if not is_reference_edit(p, expected)),
         reference_edits=tuple(p for p in touched if is_reference_edit(p, expected)),
         left_out=ordered_union(rec.attempts, "left_out"),
+        overhead_s=rec.overhead_s(),
+        verifier_s=sum(a.verifier.duration_s for a in rec.attempts if a.verifier),
     )  # fmt: skip
 
 

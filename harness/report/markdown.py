@@ -146,4 +146,9 @@ def _cost_lines(data: ReportData) -> list[str]:
         v = co.verify
         out.append(f"- cost of {_esc(a.title)}: {model}verification {v.cpu_s:.1f} s CPU / "
                    f"{v.wall_s:.1f} s wall over {v.candidates} candidates")  # fmt: skip
+        h = co.harness
+        if h is not None:
+            out.append(f"- harness overhead of {_esc(a.title)}: {h.overhead_s:.1f} s over "
+                       f"{h.trials} trials, median {h.overhead_median_s:.2f} s a trial beside "
+                       f"the verifier's {h.verifier_median_s:.2f} s")  # fmt: skip
     return ["", *out] if out else []

@@ -1,21 +1,23 @@
 """Measured model usage, verification cost and tampering notes, reduced for the report.
 
 The model gateway measures every agent call (tokens, cost, upstream wait, the transcript);
-the sandbox measures every verifier phase (CPU and wall seconds). Both are summed here per
-arm and per case, from the run records only. Tampering (paths restored or flagged) and
+the sandbox measures every verifier phase (CPU and wall seconds); each trial records the
+harness's own time per step. All are summed here per arm and per case, from the run records
+only. Tampering (paths restored or flagged) and
 ``left_out`` (the agent's own files under protected paths, noted, not held against it)
 are counted per case; the paths are listed on each trial's evidence.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable
 
 from harness.frozen import Frozen as _Frozen
 from harness.store.records import AttemptRecord, RunRecord
 
-__all__ = ["ModelCost", "VerifyCost", "model_cost", "ordered_union", "transcript_refs",
-           "verify_cost"]  # fmt: skip
+__all__ = ["HarnessCost", "ModelCost", "VerifyCost", "harness_cost", "model_cost",
+           "ordered_union", "transcript_refs", "verify_cost"]  # fmt: skip
 
 TRANSCRIPT_CALLS = 20
 """Calls of a failed trial's transcript copied into the folder (the last ones)."""
@@ -48,6 +50,44 @@ class VerifyCost(_Frozen):
     """Sandbox CPU seconds of those phases (phases without a CPU measure count 0)."""
     wall_s: float
     """Wall seconds of those phases."""
+
+
+class HarnessCost(_Frozen):
+    """The harness's own time beside the verifier's, over the trials that recorded steps."""
+
+    trials: int
+    """Trials whose records carry their steps (records written before steps have none)."""
+    overhead_s: float
+    """The harness's own seconds: the trials' wall time and store, less the agent's and
+    verifier's commands."""
+    overhead_median_s: float
+    """Median of the harness's own seconds per trial."""
+    verifier_s: float
+    """Seconds of the verifier's commands in the same trials."""
+    verifier_median_s: float
+    """Median of the verifier's command seconds per trial."""
+    steps: dict[str, float]
+    """Seconds per step (``workspace``, ``agent``, … ``store``) summed over those trials."""
+
+
+def harness_cost(records: Iterable[RunRecord]) -> HarnessCost | None:
+    """Sum the harness's own time over ``records``; None when no record carries steps."""
+    overhead: list[float] = []
+    verifier: list[float] = []
+    steps: dict[str, float] = {}
+    for r in records:
+        own = r.overhead_s()
+        if r.steps is None or own is None:
+            continue
+        overhead.append(own)
+        verifier.append(sum(a.verifier.duration_s for a in r.attempts if a.verifier))
+        for name, value in r.steps.model_dump(exclude={"wall_s"}).items():
+            steps[name] = steps.get(name, 0.0) + (value or 0.0)
+    if not overhead:
+        return None
+    return HarnessCost(trials=len(overhead), overhead_s=sum(overhead),
+                       overhead_median_s=statistics.median(overhead), verifier_s=sum(verifier),
+                       verifier_median_s=statistics.median(verifier), steps=steps)  # fmt: skip
 
 
 def model_cost(records: Iterable[RunRecord]) -> ModelCost | None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final, Literal
 
 from pydantic import Field
@@ -16,6 +19,7 @@ from harness.frozen import Frozen as _Frozen
 from harness.sandbox.base import Bound, Termination
 
 __all__ = [
+    "STEP_NAMES",
     "AgentClaim",
     "Arm",
     "AttemptRecord",
@@ -29,7 +33,10 @@ __all__ = [
     "ReleaseRecord",
     "ResultRecord",
     "RunRecord",
+    "StepClock",
+    "StepName",
     "TrialKey",
+    "TrialSteps",
     "ValidityRecord",
     "Verdict",
 ]
@@ -227,6 +234,108 @@ class TrialKey(_Frozen):
         return f"{self.arm.value}--{self.case_id}--v{self.case_version}--t{self.trial:03d}"
 
 
+StepName = Literal[
+    "workspace",
+    "agent",
+    "candidate",
+    "verifier_tree",
+    "cross_check",
+    "verifier",
+    "feedback",
+    "store",
+]
+"""The steps of a trial whose time the harness records (see :class:`TrialSteps`)."""
+
+STEP_NAMES: Final[tuple[StepName, ...]] = (
+    "workspace", "agent", "candidate", "verifier_tree", "cross_check", "verifier", "feedback",
+    "store",
+)  # fmt: skip
+
+
+class TrialSteps(_Frozen):
+    """Where one trial's wall time went, in seconds per step, every attempt summed.
+
+    Steps are measured with a monotonic clock and never overlap (a step inside another is
+    taken out of the outer one), so the steps before ``store`` add up to at most ``wall_s``;
+    the rest of ``wall_s`` is bookkeeping between steps. The agent's and the verifier's own
+    command times stay on the phase records (``duration_s``): the harness's overhead is what
+    the trial cost beyond them (:meth:`overhead_s`).
+    """
+
+    wall_s: float = Field(ge=0)
+    """The trial from start to its record, before the store (``store`` comes after it)."""
+    workspace: float = Field(default=0.0, ge=0)
+    """Starting tree built and hashed, copied into the agent's sandbox with its files."""
+    agent: float = Field(default=0.0, ge=0)
+    """The agent phase: its sandbox opened and closed, the agent's command, its result."""
+    candidate: float = Field(default=0.0, ge=0)
+    """The candidate copied out of the agent's sandbox, diffed, hashed and archived."""
+    verifier_tree: float = Field(default=0.0, ge=0)
+    """The verifier-owned tree built (protected paths restored, hidden files staged) and
+    copied into the verifier's sandbox."""
+    cross_check: float = Field(default=0.0, ge=0)
+    """The verifier command's start probe, its artifacts read, the runner's evidence and
+    canary checked, the verdict judged."""
+    verifier: float = Field(default=0.0, ge=0)
+    """The verifier phase: its sandbox opened and closed and the verifier's command."""
+    feedback: float = Field(default=0.0, ge=0)
+    """Feedback packages built between attempts (with the public command, when declared)."""
+    store: float | None = Field(default=None, ge=0)
+    """The trial's blobs written to the store by the run's writer, after ``wall_s``. The
+    record's own file write follows and cannot be in it."""
+
+    def steps_s(self) -> float:
+        """Return the seconds of the steps inside the trial (all but ``store``)."""
+        return (
+            self.workspace
+            + self.agent
+            + self.candidate
+            + self.verifier_tree
+            + self.cross_check
+            + self.verifier
+            + self.feedback
+        )
+
+    def overhead_s(self, commands_s: float) -> float:
+        """Return the harness's own seconds: the trial and its store, less ``commands_s``.
+
+        ``commands_s`` is the agent's and verifier's commands as their phase records timed them.
+        """
+        return max(0.0, self.wall_s + (self.store or 0.0) - commands_s)
+
+
+class StepClock:
+    """Times the named steps of one trial (:class:`TrialSteps`) with a monotonic clock.
+
+    Use :meth:`step` as a context manager around each step. A step entered inside another
+    is exclusive: its time is taken out of the enclosing step, so no second is counted
+    twice. One clock belongs to one thread (one trial).
+    """
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.totals: dict[StepName, float] = {}
+        self._inner: list[float] = []
+
+    @contextmanager
+    def step(self, name: StepName) -> Iterator[None]:
+        """Add the time spent in the block (less any nested step's) to ``name``."""
+        start = time.monotonic()
+        self._inner.append(0.0)
+        try:
+            yield
+        finally:
+            elapsed = time.monotonic() - start
+            inner = self._inner.pop()
+            self.totals[name] = self.totals.get(name, 0.0) + max(0.0, elapsed - inner)
+            if self._inner:
+                self._inner[-1] += elapsed
+
+    def steps(self) -> TrialSteps:
+        """Return the steps so far, with ``wall_s`` from the clock's creation until now."""
+        return TrialSteps.model_validate({"wall_s": time.monotonic() - self.started, **self.totals})
+
+
 class RunRecord(_Frozen):
     """Immutable record of one trial: what ran, where, and what execution decided."""
 
@@ -248,6 +357,16 @@ class RunRecord(_Frozen):
     started_at: dt.datetime
     finished_at: dt.datetime
     harness_version: str
+    steps: TrialSteps | None = None
+    """The harness's own time per step; None in records written before it was measured."""
+
+    def commands_s(self) -> float:
+        """Return the agent's and verifier's command seconds over every attempt."""
+        return sum(p.duration_s for a in self.attempts for p in (a.agent, a.verifier) if p)
+
+    def overhead_s(self) -> float | None:
+        """Return the harness's own seconds beyond the commands (None: no steps recorded)."""
+        return None if self.steps is None else self.steps.overhead_s(self.commands_s())
 
     @property
     def outcome(self) -> Outcome:

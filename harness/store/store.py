@@ -50,6 +50,7 @@ from harness.store.records import (
     ReleaseRecord,
     ResultRecord,
     RunRecord,
+    StepClock,
     ValidityRecord,
 )
 
@@ -518,13 +519,21 @@ class RunHandle:
     def add_trial(self, record: RunRecord, blobs: dict[str, bytes]) -> bool:
         """Write blobs, the run record, then commit it; False if it was already committed.
 
+        A record that carries its trial's steps gets the time of the blobs' write as its
+        ``store`` step.
+
         Raises:
             StoreWriteError: a blob or the record could not be written (nothing committed).
         """
         slug = record.key.slug()
         if slug in self._done:
             return False
-        digests = tuple(sorted({self.store.put_blob(data) for data in blobs.values()}))
+        clock = StepClock()
+        with clock.step("store"):
+            digests = tuple(sorted({self.store.put_blob(data) for data in blobs.values()}))
+        if record.steps is not None:  # a record measured by the trial: add the store's step
+            steps = record.steps.model_copy(update={"store": clock.totals["store"]})
+            record = record.model_copy(update={"steps": steps})
         rel = f"trials/{slug}.json"
         self._write_and_commit(rel, record.model_dump_json(indent=2).encode(), digests)
         return True

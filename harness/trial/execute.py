@@ -48,6 +48,7 @@ from harness.store.records import (
     Outcome,
     PhaseRecord,
     RunRecord,
+    StepClock,
     TrialKey,
     Verdict,
 )
@@ -254,22 +255,24 @@ def _one_attempt(
     cand_dir = ctx.tmp / f"candidate-{n}"
     if cand_dir.exists():
         shutil.rmtree(cand_dir)
-    agent_rec, agent_res, result_file, overflow = agent_phase(ctx, n, base, feedback, cand_dir)
-    claim = parse_agent_result(result_file)
+    with ctx.clock.step("agent"):
+        agent_rec, agent_res, result_file, overflow = agent_phase(ctx, n, base, feedback, cand_dir)
+        claim = parse_agent_result(result_file)
     if overflow is not None:  # nothing more is done for it: no copy, digest or verifier
         rec = AttemptRecord(attempt=n, agent=agent_rec, claim=claim, verdict=_too_large(overflow))
         return rec, None
-    cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
-    fields: dict[str, object] = {
-        "attempt": n,
-        "candidate_digest": cand.digest,
-        "diff_blob": ctx.blobs.put(cand.diff),
-        "diff_stats": cand.stats,
-        "agent": agent_rec,
-        "claim": claim,
-        "feedback_blob": ctx.blobs.put(feedback) if feedback is not None else None,
-    }
-    fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
+    with ctx.clock.step("candidate"):
+        cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
+        fields: dict[str, object] = {
+            "attempt": n,
+            "candidate_digest": cand.digest,
+            "diff_blob": ctx.blobs.put(cand.diff),
+            "diff_stats": cand.stats,
+            "agent": agent_rec,
+            "claim": claim,
+            "feedback_blob": ctx.blobs.put(feedback) if feedback is not None else None,
+        }
+        fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
     usage = ctx.partial.get(n, {}).get("model")
     fields["model"] = usage
     verdict = None
@@ -280,9 +283,14 @@ def _one_attempt(
             cpu = min(agent_res.cpu_s or 0.0, agent_res.duration_s)
             own = max(0.0, agent_res.duration_s - usage.upstream_wait_s, cpu)
             agent_res = agent_res.model_copy(update={"duration_s": own})
-        verdict = judge_agent_phase(
-            agent_res, claim, ctx.lc.case.limits, expect=ctx.lc.case.expect, changed=cand.changed
-        )
+        with ctx.clock.step("cross_check"):
+            verdict = judge_agent_phase(
+                agent_res,
+                claim,
+                ctx.lc.case.limits,
+                expect=ctx.lc.case.expect,
+                changed=cand.changed,
+            )
     if verdict is None:
         ver_rec, verdict, vt = verifier_phase(ctx, n, cand_dir)
         fields.update(verifier=ver_rec, tampering=tuple(vt.tampering), left_out=tuple(vt.left_out))
@@ -338,6 +346,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     """Run one trial (all its attempts) and return its immutable record and blobs."""
     started = dt.datetime.now(dt.UTC)
     t0 = time.monotonic()
+    clock = StepClock()
     blobs = Blobs()
     retry = spec.release.retry
     attempts: list[AttemptRecord] = []
@@ -346,11 +355,13 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
     with tempfile.TemporaryDirectory(prefix=owned_prefix("trial")) as tmpname:
         tmp = Path(tmpname)
         try:
-            check_envs({"case": spec.environment, "agent": spec.agent_environment})
-            lc = _load_planned_case(spec)
-            start = tmp / "start"
-            materialize(lc, start)
-            ctx = TrialContext(spec, lc, sandbox, tmp, start, tree_manifest(start), blobs)
+            with clock.step("workspace"):
+                check_envs({"case": spec.environment, "agent": spec.agent_environment})
+                lc = _load_planned_case(spec)
+                start = tmp / "start"
+                materialize(lc, start)
+                manifest = tree_manifest(start)
+            ctx = TrialContext(spec, lc, sandbox, tmp, start, manifest, blobs, clock=clock)
         except Exception as exc:
             attempts.append(AttemptRecord(attempt=1, verdict=verdict_from_exception(exc)))
             stop = "evaluator_error"
@@ -398,13 +409,15 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                     stop = "candidate_too_large"
                     break
                 try:
-                    feedback = build_feedback(ctx, rec, cand_dir)
+                    with clock.step("feedback"):
+                        feedback = build_feedback(ctx, rec, cand_dir)
                 except Exception as exc:
                     attempts[-1] = rec.model_copy(update={"verdict": verdict_from_exception(exc)})
                     stop = "infra_error"
                     break
                 base = cand_dir
     final = attempts[-1].verdict
+    steps = clock.steps()  # after the temporary folder's removal: that is the trial's too
     record = RunRecord(
         key=spec.key,
         case_digest=case_digest,
@@ -421,5 +434,6 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
         started_at=started,
         finished_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
+        steps=steps,
     )
     return TrialOutput(record=record, blobs=blobs.data)

@@ -43,7 +43,14 @@ from harness.sandbox.base import (
     ViewMount,
     start_probe,
 )
-from harness.store.records import CheckResult, FailureType, Outcome, PhaseRecord, Verdict
+from harness.store.records import (
+    CheckResult,
+    FailureType,
+    Outcome,
+    PhaseRecord,
+    StepClock,
+    Verdict,
+)
 from harness.trial.evidence import (
     GUARD_MOUNT,
     check_reports,
@@ -127,6 +134,8 @@ class TrialContext:
     blobs: Blobs
     partial: dict[int, dict[str, object]] = field(default_factory=dict)
     """Per attempt: what the agent phase recorded before an exception ended the attempt."""
+    clock: StepClock = field(default_factory=StepClock)
+    """Times the trial's steps (the record's ``steps``)."""
 
 
 def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
@@ -209,30 +218,33 @@ def _run_agent(
     session: Session | RemoteSession | None,
 ) -> tuple[PhaseRecord | None, ExecResult | None, bytes | None, CandidateTooLarge | None]:
     case = ctx.lc.case
+    with ctx.clock.step("workspace"):
+        view = _agent_view(ctx, session)
     with ctx.sandbox.open(
         contract,
         label=phase_label(ctx, "agent", attempt),
         downgrade=ctx.spec.downgrade,
-        view=_agent_view(ctx, session),
+        view=view,
     ) as s:
-        if ctx.spec.image is None:
-            s.put_tree(base)
-        elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
-            s.remove(s.paths.workspace)
-            s.put_tree(base)
-        inv = prepare_agent(
-            ctx.spec.key.release,
-            ctx.spec.release,
-            ctx.lc,
-            trial=ctx.spec.key.trial,
-            attempt=attempt,
-            io_dir=s.paths.io,
-            workspace=s.paths.workspace,
-            feedback=feedback,
-            run_seed=ctx.spec.run_seed,
-        )
-        for name, data in inv.io_files.items():
-            s.write_file(f"{s.paths.io}/{name}", data)
+        with ctx.clock.step("workspace"):
+            if ctx.spec.image is None:
+                s.put_tree(base)
+            elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
+                s.remove(s.paths.workspace)
+                s.put_tree(base)
+            inv = prepare_agent(
+                ctx.spec.key.release,
+                ctx.spec.release,
+                ctx.lc,
+                trial=ctx.spec.key.trial,
+                attempt=attempt,
+                io_dir=s.paths.io,
+                workspace=s.paths.workspace,
+                feedback=feedback,
+                run_seed=ctx.spec.run_seed,
+            )
+            for name, data in inv.io_files.items():
+                s.write_file(f"{s.paths.io}/{name}", data)
         assert inv.argv is not None
         argv, env = inv.argv, dict(inv.env)
         if session is not None:
@@ -251,7 +263,8 @@ def _run_agent(
                 if disk is None
                 else min(disk, case.contract.candidate_mb)
             )
-            s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
+            with ctx.clock.step("candidate"):
+                s.get_tree(out, max_files=case.contract.candidate_files, max_bytes=mb << 20)
         except CandidateTooLarge as exc:
             overflow = exc
         record = _phase_record("agent", res, s, ctx.blobs)
@@ -317,39 +330,49 @@ def verifier_phase(
 ) -> tuple[PhaseRecord, Verdict, VerificationTree]:
     """Verify the verifier-owned tree of ``candidate_dir`` (see :mod:`harness.trial.vtree`)."""
     case = ctx.lc.case
+    clock = ctx.clock
     tree = ctx.tmp / f"verify-{attempt}"
-    if tree.exists():
-        shutil.rmtree(tree)
-    vt = build_verification_tree(
-        ctx.lc,
-        ctx.start_dir,
-        candidate_dir,
-        tree,
-        artifacts=[rule.path for rule in case.verifier.artifacts],
-    )
-    nonce = new_nonce()
-    with ctx.sandbox.open(
-        _with_image(case.contract.verifier, ctx.spec.image),
-        label=phase_label(ctx, "verifier", attempt),
-        downgrade=ctx.spec.downgrade,
-        view=_verifier_view(ctx, attempt, vt),
-    ) as v:
-        if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
-            v.remove(v.paths.workspace)
-        _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
+    with clock.step("verifier_tree"):
+        if tree.exists():
+            shutil.rmtree(tree)
+        vt = build_verification_tree(
+            ctx.lc,
+            ctx.start_dir,
+            candidate_dir,
+            tree,
+            artifacts=[rule.path for rule in case.verifier.artifacts],
+        )
+        nonce = new_nonce()
+        view = _verifier_view(ctx, attempt, vt)
+    with (
+        clock.step("verifier"),
+        ctx.sandbox.open(
+            _with_image(case.contract.verifier, ctx.spec.image),
+            label=phase_label(ctx, "verifier", attempt),
+            downgrade=ctx.spec.downgrade,
+            view=view,
+        ) as v,
+    ):
+        with clock.step("verifier_tree"):
+            if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
+                v.remove(v.paths.workspace)
+            _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
-        _check_starts(v, case.verifier.command, timeout)
+        with clock.step("cross_check"):
+            _check_starts(v, case.verifier.command, timeout)
         res = v.exec(case.verifier.command, env=guard_env(GUARD_MOUNT, nonce), timeout=timeout)
-        artifacts = {
-            rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
-            for rule in case.verifier.artifacts
-        }
-        canary = _runner_checks(ws, case.verifier, res, artifacts, nonce)
+        with clock.step("cross_check"):
+            artifacts = {
+                rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
+                for rule in case.verifier.artifacts
+            }
+            canary = _runner_checks(ws, case.verifier, res, artifacts, nonce)
         # The guard's records are evidence, not output: the reviewer reads the rest.
         shown = res.model_copy(update={"stderr": strip_stream(res.stderr, nonce)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
-    verdict = judge_verifier(res, case.verifier, artifacts, started=True)
+    with clock.step("cross_check"):
+        verdict = judge_verifier(res, case.verifier, artifacts, started=True)
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(
