@@ -57,6 +57,7 @@ _SITECUSTOMIZE = r'''"""harness guard: workspace imported last; an audit hook no
 import json as _json
 import os as _os
 import sys as _sys
+from importlib.machinery import PathFinder
 
 _extra = [_os.getcwd()]
 if _sys.argv and _sys.argv[0].endswith(".py"):
@@ -64,6 +65,53 @@ if _sys.argv and _sys.argv[0].endswith(".py"):
 for _p in _extra:
     if _p not in _sys.path:
         _sys.path.append(_p)
+
+
+def _pytest_run():
+    argv = list(getattr(_sys, "orig_argv", ()))
+    for i, a in enumerate(argv[1:], 1):
+        if a == "-m":
+            return i + 1 < len(argv) and argv[i + 1] in ("pytest", "py.test")
+        if a.startswith("-m"):
+            return a[2:] in ("pytest", "py.test")
+        if not a.startswith("-"):
+            return _os.path.basename(a) in ("pytest", "py.test")
+    return False
+
+
+class _HarnessEarly:
+    """Until the guard's pytest plugin has loaded, import no module the candidate wrote.
+
+    The standard library probes optional modules while pytest starts (``copy`` tries
+    ``org.python.core``): a workspace module by such a name would run before the guard
+    took its snapshot. Locked workspace files (unchanged since the starting state) stay
+    importable: a project's own ``-p`` plugin loads as before.
+    """
+
+    def __init__(self, roots, locked, report):
+        self.roots = tuple(r.rstrip("/") + "/" for r in roots)
+        self.locked = locked
+        self.report = report
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or "harness_canary" in _sys.modules:
+            return None
+        for root in self.roots:
+            spec = PathFinder.find_spec(name, [root.rstrip("/")])
+            if spec is None:
+                continue
+            where = spec.origin if spec.has_location else None
+            if where is not None and _os.path.realpath(where) in self.locked:
+                return None
+            first = PathFinder.find_spec(name)
+            if first is not None and first.origin == spec.origin:
+                self.report(name)
+                raise ModuleNotFoundError(
+                    "harness guard: %s is the candidate's and the test run has not started"
+                    % name,
+                    name=name,
+                )
+        return None
 
 
 def _install():
@@ -85,6 +133,18 @@ def _install():
         fd = _os.dup(2)
     except OSError:
         return
+    roots = [r for r in _extra if r == ws or r.startswith(ws.rstrip("/") + "/")]
+    if roots and _pytest_run():
+
+        def report(name):
+            what = {"k": "x", "pid": _os.getpid(), "what": "candidate module %s imported "
+                    "before the test run started (refused)" % name}
+            try:
+                _os.write(fd, prefix + _json.dumps(what).encode() + b"\n")
+            except OSError:
+                pass
+
+        _sys.meta_path.insert(0, _HarnessEarly(roots, locked, report))
     watch = frozenset(
         (
             "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
@@ -227,6 +287,35 @@ def _snapshot(seen, out):
 
 # Taken when pytest imports this plugin (``-p``): before conftests, entry points and tests,
 # so before any candidate code has run.
+# The code of every module pytest compiles (test modules, conftests: assertion rewriting),
+# as it compiles it: a test function must run code of its own module, as compiled.
+_MODCODES = {}
+
+
+def _record(path, code):
+    out = []
+    _codes(code, out)
+    _MODCODES.setdefault(os.path.realpath(str(path)), {}).update((id(c), c) for c in out)
+
+
+def _rewrite_test(fn, config):
+    stat, code = _REAL_REWRITE(fn, config)
+    _record(fn, code)
+    return stat, code
+
+
+def _read_pyc(source, pyc, trace=lambda x: None):
+    code = _REAL_READ_PYC(source, pyc, trace)
+    if code is not None:
+        _record(source, code)
+    return code
+
+
+import _pytest.assertion.rewrite as _rw  # noqa: E402
+
+_REAL_REWRITE, _REAL_READ_PYC = _rw._rewrite_test, _rw._read_pyc
+_rw._rewrite_test, _rw._read_pyc = _rewrite_test, _read_pyc
+
 _SEEN = set()
 _STATE = []
 _snapshot(_SEEN, _STATE)
@@ -297,7 +386,67 @@ def _unchangeable(path):
     return not os.access(path, os.W_OK) or (st.st_uid == 0 and not st.st_mode & 0o022)
 
 
-def _verified(value):
+def _own_code(code, real):
+    """Tell whether ``code`` is the file ``real``'s, as pytest compiled it (or compiles it)."""
+    known = _MODCODES.get(real)
+    if known is not None and known.get(id(code)) is code:
+        return True
+    if os.path.realpath(code.co_filename) != real:
+        return False
+    for rewrite in (True, False):
+        for c in _compiled(real, rewrite):
+            if c.co_firstlineno == code.co_firstlineno and c.co_name == code.co_name and c == code:
+                return True
+    return False
+
+
+_TESTS_OK = {}
+
+
+def _test_ok(item):
+    """Tell whether the test ``item`` runs its own module's code (deny by default).
+
+    Its function, after any decorators from files the run cannot change, must be code of
+    the module the runner collected it from, as the runner compiled it: a test function
+    replaced while its module loaded (a stub, a module swapped in ``sys.modules``) fails.
+    """
+    fn = getattr(item, "obj", None)
+    key = id(fn)
+    if key in _TESTS_OK and _TESTS_OK[key][0] is fn:
+        return _TESTS_OK[key][1]
+    mod = getattr(item, "module", None)
+    where = getattr(mod, "__file__", None)
+    ok = False
+    f = getattr(fn, "__func__", fn)
+    if isinstance(where, str):
+        real = os.path.realpath(where)
+        for _ in range(16):
+            code = getattr(f, "__code__", None)
+            if code is None:
+                break
+            if _own_code(code, real):
+                ok = True
+                break
+            if not _verified(f, wrapper=True):
+                break
+            inner = getattr(f, "__wrapped__", None)
+            f = getattr(inner, "__func__", inner)
+    _TESTS_OK[key] = (fn, ok)
+    return ok
+
+
+def _check_tests(items):
+    for item in items:
+        if isinstance(item, pytest.Function) and not isinstance(item, _Canary):
+            if not _test_ok(item):
+                code = _code_of(getattr(item, "obj", None))
+                _x(
+                    "test %s does not run its own module's code (%s)"
+                    % (item.nodeid, getattr(code, "co_filename", "no code"))
+                )
+
+
+def _verified(value, wrapper=False):
     """Tell whether the function ``value`` runs only its own file's code.
 
     Deny by default: its code must be the runner's own as loaded before any other code ran,
@@ -311,10 +460,10 @@ def _verified(value):
         return False
     if id(code) in _KNOWN:
         return True
-    if getattr(fn, "__closure__", None) is not None:
+    if not wrapper and getattr(fn, "__closure__", None) is not None:
         return False
     defaults = (*(fn.__defaults__ or ()), *(fn.__kwdefaults__ or {}).values())
-    if any(not isinstance(d, _SIMPLE) for d in defaults):
+    if not wrapper and any(not isinstance(d, _SIMPLE) for d in defaults):
         return False
     path = code.co_filename
     if not _fixed_file(path):
@@ -458,7 +607,14 @@ def pytest_collection_finish(session):
         _snapshot(_SEEN, _STATE)
         _check_state()
         _check_hooks(session.config)
+        _check_tests(session.items)
         _emit({"k": "n", "n": len(session.items)})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
+        _check_tests([item])
 
 
 @pytest.hookimpl(tryfirst=True)

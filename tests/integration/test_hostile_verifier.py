@@ -462,6 +462,80 @@ for _d, _ds, _fs in _os.walk("tests"):
                 pass
 """
 
+# An import finder that lets the runner's own loader run each test module, then replaces
+# its test functions with stubs that keep their names, marks and signatures.
+STUB_FINDER = """\
+import functools, sys
+def _stub(f):
+    @functools.wraps(f)
+    def stub(*a, **k):
+        return None
+    return stub
+class _Loader:
+    def __init__(self, real):
+        self.real = real
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+    def exec_module(self, module):
+        self.real.exec_module(module)
+        for k, v in list(vars(module).items()):
+            if k.startswith("test") and hasattr(v, "__code__"):
+                setattr(module, k, _stub(v))
+    def __getattr__(self, n):
+        return getattr(self.real, n)
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if not name.rpartition(".")[2].startswith("test_"):
+            return None
+        for f in list(sys.meta_path):
+            if f is self or not hasattr(f, "find_spec"):
+                continue
+            spec = f.find_spec(name, path, target)
+            if spec is not None:
+                if getattr(spec, "loader", None) is not None:
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+class _FirstList(list):
+    def insert(self, i, x):
+        list.insert(self, 1 if i == 0 else i, x)
+sys.meta_path = _FirstList(sys.meta_path)
+list.insert(sys.meta_path, 0, _Finder())
+"""
+
+# The finder from a package the standard library probes while pytest starts (``copy``
+# tries ``org.python.core``): it runs before the guard's plugin has loaded.
+EARLY_PROBE = (
+    "w('org/__init__.py', '')\nw('org/python/__init__.py', '')\n"
+    f"w('org/python/core.py', {STUB_FINDER + 'raise ImportError(0)' + chr(10)!r})\n"
+)
+
+# Candidate code swaps the test module being imported for a fake one of empty tests.
+SWAP_MODULE = """\
+import os as _o, sys as _s, types as _t
+def _swap():
+    for name, mod in list(_s.modules.items()):
+        spec = getattr(mod, "__spec__", None)
+        f = getattr(mod, "__file__", None) or ""
+        if spec is None or not getattr(spec, "_initializing", False):
+            continue
+        if not _o.path.basename(f).startswith("test_"):
+            continue
+        fake = _t.ModuleType(name)
+        fake.__file__, fake.__spec__ = f, spec
+        def test_add():
+            pass
+        fake.test_add = test_add
+        _s.modules[name] = fake
+_real_add = add
+del add
+def __getattr__(name):
+    if name == "add":
+        _swap()
+        return _real_add
+    raise AttributeError(name)
+"""
+
 LATE = {
     **CASE,
     "verifier": {
@@ -475,7 +549,15 @@ LATE = {
 
 
 @pytest.mark.parametrize(
-    "body", [_append(STDLIB_NAMED_HOOK), _append(REWRITE_LATER_TEST)], ids=["hook", "rewrite"]
+    "body",
+    [
+        _append(STDLIB_NAMED_HOOK),
+        _append(REWRITE_LATER_TEST),
+        _append(STUB_FINDER),
+        EARLY_PROBE,
+        _append(SWAP_MODULE),
+    ],
+    ids=["hook", "rewrite", "stub_finder", "early_probe", "swap_module"],
 )
 def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
     root = _project(tmp_path / "p", {"evil": body, "honest": FIX}, LATE)
