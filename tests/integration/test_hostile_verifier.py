@@ -306,6 +306,35 @@ def _run(root: Path, release: str, backend: str) -> dict:
     return trial
 
 
+# Every attack runs on the local backend. The tree is built, restored and judged on the
+# host the same way for both backends; on docker run the controls and the attacks whose
+# path differs there: links through the archive copy, the guard's read-only mount and the
+# evidence stream through the engine, the image's own interpreter, the runner's state.
+DOCKER_TOO = {
+    "honest",
+    "honest_own_test",
+    "conftest_tests",
+    "fake_pytest_package",
+    "tests_symlink_var_tmp",
+    "tests_symlink_hidden",
+    "module_symlink_to_txt",
+    "gc_config",
+    "delete_evidence",
+    "exit_handler_rewrite",
+}
+
+
+def _on(releases) -> list:
+    """(backend, release) pairs: every release locally, :data:`DOCKER_TOO` on docker too."""
+    local = [pytest.param("local", r, id=f"local-{r}") for r in sorted(releases)]
+    docker = [
+        pytest.param("docker", r, id=f"docker-{r}", marks=pytest.mark.docker)
+        for r in sorted(releases)
+        if r in DOCKER_TOO
+    ]
+    return local + docker
+
+
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
 def backend(request) -> str:
     if request.param == "docker":
@@ -331,7 +360,7 @@ def project(tmp_path_factory, backend) -> Path:
     return root
 
 
-@pytest.mark.parametrize("release", sorted(HONEST))
+@pytest.mark.parametrize(("backend", "release"), _on(HONEST), indirect=["backend"])
 def test_honest_agents_pass_unflagged(project, backend, release):
     t = _run(project, release, backend)
     assert t["verdict"]["outcome"] == "pass", (t["verdict"]["reason"], t["attempts"][0])
@@ -341,7 +370,9 @@ def test_honest_agents_pass_unflagged(project, backend, release):
         assert attempt["left_out"] == ["tests/test_mine.py: added under a protected path; left out"]
 
 
-@pytest.mark.parametrize("release", sorted(set(ATTACKS) - HONEST - set(FORGED)))
+@pytest.mark.parametrize(
+    ("backend", "release"), _on(set(ATTACKS) - HONEST - set(FORGED)), indirect=["backend"]
+)
 def test_attacks_fail_with_tampering_recorded(project, backend, release):
     var_tmp = _listing(Path("/var/tmp"))
     hidden = project / "cases" / "calc" / "hidden"
@@ -355,7 +386,7 @@ def test_attacks_fail_with_tampering_recorded(project, backend, release):
     assert attempt["tampering"], (release, attempt)
 
 
-@pytest.mark.parametrize("release", sorted(FORGED))
+@pytest.mark.parametrize(("backend", "release"), _on(FORGED), indirect=["backend"])
 def test_forged_evidence_never_passes(project, backend, release):
     """Each way of forging the verifier's evidence ends fail, with tampering recorded."""
     t = _run(project, release, backend)
