@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_PATH_BYTES",
     "MAX_TREE_DEPTH",
     "UnsafeArchive",
     "loads_json",
@@ -44,6 +45,13 @@ MAX_TREE_DEPTH = 128
 Far above real repositories, far below Python's recursion limit (1,000), which
 ``shutil.copytree``, ``Path.rglob`` and ``os.walk`` of 3.11 spend one or two frames per
 level of."""
+
+MAX_PATH_BYTES = 1024
+"""Longest path a candidate tree may hold, in bytes, relative to the workspace.
+
+Far above real repositories, far below ``PATH_MAX`` (4,096 on Linux) once a host folder
+(``/tmp/harness-...``) or the sandbox's ``/workspace`` is put in front of it: every copy,
+tar and walk of the tree on either backend handles it."""
 
 MAX_JSON_DEPTH = 200
 """Deepest nesting of arrays and objects accepted in JSON the agent or candidate controls."""
