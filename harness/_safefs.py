@@ -8,7 +8,8 @@ and read at most what they are told, so what the agent causes stays the agent's 
 
 * :func:`read_regular` reads a bounded prefix of a regular file, opened with
   ``O_NONBLOCK | O_NOFOLLOW`` and checked with ``fstat`` (anything else reads as absent);
-* :func:`rmtree` removes a tree of any depth iteratively, never following links;
+* :func:`rmtree` removes a tree of any depth or path length iteratively, never following
+  links;
 * :func:`loads_json` refuses nesting deeper than a bound before parsing;
 * :func:`safe_extract` extracts a tar archive member by member on every Python 3.11
   (``extractall(filter=...)`` needs 3.11.4): no absolute names, no ``..``, no devices or
@@ -30,6 +31,7 @@ from typing import Any, Literal
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_PATH_BYTES",
     "MAX_TREE_DEPTH",
     "UnsafeArchive",
     "loads_json",
@@ -44,6 +46,13 @@ MAX_TREE_DEPTH = 128
 Far above real repositories, far below Python's recursion limit (1,000), which
 ``shutil.copytree``, ``Path.rglob`` and ``os.walk`` of 3.11 spend one or two frames per
 level of."""
+
+MAX_PATH_BYTES = 1024
+"""Longest path a candidate tree may hold, in bytes, relative to the workspace.
+
+Far above real repositories, far below ``PATH_MAX`` (4,096 on Linux) once a host folder
+(``/tmp/harness-...``) or the sandbox's ``/workspace`` is put in front of it: every copy,
+tar and walk of the tree on either backend handles it."""
 
 MAX_JSON_DEPTH = 200
 """Deepest nesting of arrays and objects accepted in JSON the agent or candidate controls."""
@@ -83,10 +92,40 @@ def read_regular(path: str | os.PathLike[str], limit: int | None) -> bytes | Non
         os.close(fd)
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_SHORT_PATH = 3072  # bytes: named whole below this, one folder at a time above (PATH_MAX)
+
+
+def _open_dir(path: str) -> int:
+    """Open the folder ``path`` of any length, never following a link in its long tail.
+
+    A path under :data:`_SHORT_PATH` bytes is opened whole; a longer one (a command can
+    nest folders past ``PATH_MAX``, which no call accepts whole) from its longest short
+    ancestor, then one folder at a time relative to the last.
+    """
+    if len(os.fsencode(path)) < _SHORT_PATH:
+        return os.open(path, _DIR_FLAGS)
+    head, tail = path, []
+    while len(os.fsencode(head)) >= _SHORT_PATH:
+        head, name = os.path.split(head)
+        tail.append(name)
+    fd = os.open(head, _DIR_FLAGS)
+    try:
+        for name in reversed(tail):
+            below = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def rmtree(path: str | os.PathLike[str]) -> None:
     """Remove ``path`` and everything below it, at any depth, never following a link.
 
-    Iterative (no ``RecursionError`` on a 1,200-deep folder); errors are ignored, like
+    Iterative (no ``RecursionError`` on a 1,200-deep folder) and relative to an open
+    folder (a path longer than ``PATH_MAX`` goes too); errors are ignored, like
     ``shutil.rmtree(ignore_errors=True)``: what cannot be removed stays.
     """
     top = os.fspath(path)
@@ -102,24 +141,37 @@ def rmtree(path: str | os.PathLike[str]) -> None:
         d, listed = stack.pop()
         if listed:
             with contextlib.suppress(OSError):
-                os.rmdir(d)
+                if d == top:
+                    os.rmdir(d)
+                else:
+                    parent = _open_dir(os.path.dirname(d))
+                    try:
+                        os.rmdir(os.path.basename(d), dir_fd=parent)
+                    finally:
+                        os.close(parent)
             continue
         stack.append((d, True))
         try:
-            with os.scandir(d) as it:
-                entries = list(it)
+            fd = _open_dir(d)
         except OSError:
             continue
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_dir = False
-            if is_dir:
-                stack.append((entry.path, False))
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    stack.append((os.path.join(d, entry.name), False))
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=fd)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
 
 
 def tree_too_deep(root: str | os.PathLike[str], max_depth: int = MAX_TREE_DEPTH) -> int | None:

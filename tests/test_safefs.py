@@ -175,6 +175,66 @@ def test_the_docker_unpack_runs_without_filter_support(tmp_path: Path) -> None:
     assert first_file(iter(chunks), 10) == b"{" + b" " * 9
 
 
+def _archive(*members: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
+def test_the_docker_unpack_drops_a_hard_link_to_a_fifo_with_the_fifo(tmp_path: Path) -> None:
+    from harness.sandbox._docker_io import unpack_tree
+
+    data = _archive(
+        (_member("workspace", tarfile.DIRTYPE), None),
+        (_member("workspace/a.fifo", tarfile.FIFOTYPE), None),
+        (_member("workspace/b.fifo", tarfile.LNKTYPE, "workspace/a.fifo"), None),
+        (_member("workspace/c.fifo", tarfile.LNKTYPE, "workspace/b.fifo"), None),
+        (_member("workspace/kept.txt"), b"kept"),
+    )
+    unpack_tree(data, tmp_path / "ws")
+    assert sorted(os.listdir(tmp_path / "ws")) == ["kept.txt"]
+    # A hard link to a member that was never in the archive is still refused.
+    lost = _archive(
+        (_member("workspace", tarfile.DIRTYPE), None),
+        (_member("workspace/b.txt", tarfile.LNKTYPE, "workspace/nowhere"), None),
+    )
+    with pytest.raises(UnsafeArchive, match="not in the tree"):
+        unpack_tree(lost, tmp_path / "ws2")
+
+
+def test_a_path_over_the_bound_stops_both_backends_before_a_copy(tmp_path: Path) -> None:
+    from harness.errors import CandidateTooLarge
+    from harness.sandbox._docker_io import unpack_tree
+    from harness.sandbox._treebound import check_host_tree
+
+    name = "n" * 250
+    long_dir = "/".join([name] * 4)  # 1,003 bytes: under the bound
+    data = _archive(
+        (_member("workspace", tarfile.DIRTYPE), None),
+        (_member(f"workspace/{long_dir}/{'f' * 15}"), b"x"),
+    )
+    unpack_tree(data, tmp_path / "ok")
+    assert (tmp_path / "ok" / long_dir / ("f" * 15)).read_bytes() == b"x"
+    over = _archive(
+        (_member("workspace", tarfile.DIRTYPE), None),
+        (_member(f"workspace/{long_dir}/{name}"), b"x"),
+    )
+    with pytest.raises(CandidateTooLarge, match="longer than 1024 bytes") as caught:
+        unpack_tree(over, tmp_path / "over")
+    assert caught.value.kind == "path" and caught.value.observed == 1254
+    assert not (tmp_path / "over").exists()  # refused before anything was extracted
+    check_host_tree(str(tmp_path / "ok"), None, None)
+    (tmp_path / "ok" / long_dir / name).write_text("x")
+    with pytest.raises(CandidateTooLarge, match="longer than 1024 bytes") as caught:
+        check_host_tree(str(tmp_path / "ok"), None, None)
+    assert caught.value.kind == "path" and caught.value.observed == 1254
+    assert str(tmp_path) not in str(caught.value)
+
+
 @pytest.mark.skipif(
     not Path("/usr/bin/python3").exists(), reason="no system interpreter at /usr/bin/python3"
 )
@@ -244,6 +304,25 @@ def test_rmtree_and_depth_check_handle_a_1200_deep_folder(tmp_path: Path) -> Non
     _deep(top, 1200)
     (top / "d" / "away").symlink_to(tmp_path)  # a link is removed, never followed
     assert tree_too_deep(top) == _safefs.MAX_TREE_DEPTH + 1
+    rmtree(top)
+    assert not top.exists() and tmp_path.exists()
+
+
+def test_rmtree_removes_a_path_longer_than_path_max(tmp_path: Path) -> None:
+    # 20 folders of 250-byte names: about 5,000 bytes, no call can name the bottom whole.
+    top = tmp_path / "long"
+    top.mkdir()
+    here = os.getcwd()
+    os.chdir(top)
+    try:
+        for i in range(20):
+            name = f"{i:02d}" + "n" * 248
+            os.mkdir(name)
+            os.chdir(name)
+        Path("f").write_text("x")
+        os.symlink(tmp_path, "away")  # a link down there is removed, never followed
+    finally:
+        os.chdir(here)
     rmtree(top)
     assert not top.exists() and tmp_path.exists()
 

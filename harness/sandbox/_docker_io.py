@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tarfile
 import threading
 import time
@@ -157,6 +158,9 @@ def unpack_tree(
     member, so an archive over its bound stops there, before anything is extracted (the
     extraction, not the transfer, is what costs). A folder deeper than
     :data:`~harness._safefs.MAX_TREE_DEPTH` stops it too, with or without ``counter``.
+    A path longer than :data:`~harness._safefs.MAX_PATH_BYTES` stops it too. FIFOs,
+    sockets and devices are no part of a snapshot and are left out, as the local backend
+    does, and so is a hard link to one of them (on the host it is the same FIFO).
     Names are kept as bytes, odd ones too. Extraction is :func:`~harness._safefs.safe_extract`
     (any 3.11): a symlink leaving the tree is kept inert, as the command left it.
     """
@@ -166,16 +170,24 @@ def unpack_tree(
         for m in tar:
             parts = PurePosixPath(m.name).parts[1:]
             if parts:
-                counter.add(m.size if m.isreg() else 0, depth=len(parts))
+                rel_bytes = len(os.fsencode(str(PurePosixPath(*parts))))
+                counter.add(m.size if m.isreg() else 0, depth=len(parts), path_bytes=rel_bytes)
     with tarfile.open(fileobj=io.BytesIO(b"".join(raw.seen))) as tar:
         members = []
+        dropped: set[str] = set()  # FIFOs, sockets, devices: no part of a snapshot
         for m in tar.getmembers():
             parts = PurePosixPath(m.name).parts[1:]  # strip the top "workspace/"
-            if not parts or not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+            if not parts:
                 continue
             m.name = str(PurePosixPath(*parts))
             if m.islnk():
                 m.linkname = str(PurePosixPath(*PurePosixPath(m.linkname).parts[1:]))
+                if m.linkname in dropped:  # a hard link to a FIFO is that FIFO: left out too
+                    dropped.add(m.name)
+                    continue
+            if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+                dropped.add(m.name)
+                continue
             members.append(m)
         safe_extract(tar, dest, members, outside_links="keep")
 

@@ -112,7 +112,7 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
 
 
 def _too_large(exc: CandidateTooLarge) -> Verdict:
-    kind = FailureType.FILES if exc.kind in ("files", "depth") else FailureType.DISK
+    kind = FailureType.FILES if exc.kind in ("files", "depth", "path") else FailureType.DISK
     detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
     return Verdict(
         outcome=Outcome.FAIL,

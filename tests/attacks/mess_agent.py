@@ -10,7 +10,9 @@ names the mechanism:
 * ``deep``: a folder 1,200 levels deep in the workspace and in /tmp (recursive walks);
 * ``disk MB``: the workspace filled to just under the verifier's quota of MB MiB;
 * ``exit127``: candidate code exits 127 under the tests ("command not found"'s status);
-* ``outside-link``: a symlink out of the tree, recorded in the candidate (for a replay).
+* ``outside-link``: a symlink out of the tree, recorded in the candidate (for a replay);
+* ``fifo-link``: a FIFO and a hard link to it (the FIFO is no part of a snapshot);
+* ``long-path``: 20 nested folders of 250-byte names and a file (a path over PATH_MAX).
 """
 
 import os
@@ -81,6 +83,23 @@ def main():
     elif mode == "outside-link":
         os.symlink("/etc/passwd", os.path.join(WS, "passwd-link"))
         os.symlink("../../outside", os.path.join(WS, "up-link"))
+        submit()
+    elif mode == "fifo-link":
+        calc("# nothing here")
+        os.mkfifo(os.path.join(WS, "a.fifo"))
+        os.link(os.path.join(WS, "a.fifo"), os.path.join(WS, "b.fifo"))
+        submit()
+    elif mode == "long-path":
+        # About 5,000 bytes, only 20 deep: built with relative steps (no call sees it whole).
+        here = os.getcwd()
+        os.chdir(WS)
+        for i in range(20):
+            name = f"{i:02d}" + "n" * 248
+            os.mkdir(name)
+            os.chdir(name)
+        with open("bottom.txt", "w", encoding="utf-8") as fh:
+            fh.write("far\n")
+        os.chdir(here)
         submit()
     else:
         raise SystemExit(f"unknown mode {mode!r}")

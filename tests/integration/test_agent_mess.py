@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 
 ATTACK = Path(__file__).resolve().parent.parent / "attacks" / "mess_agent.py"
 MODES = ("fifo-result", "sparse-result", "fifo-junit", "deep", "disk", "exit127", "outside-link")
+MODES += ("fifo-link", "long-path")
 
 RELEASE = """\
   mess-{mode}:
@@ -231,6 +232,33 @@ def test_a_replayed_candidate_with_a_link_out_of_its_tree_is_judged_again(
     again = _run(project, "replayer", backend)
     replayed = _agents_fail(project, again)
     assert replayed["failure_type"] == first["failure_type"], (first, replayed)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_hard_link_to_a_fifo_is_left_out_with_the_fifo(project: Path, backend: str) -> None:
+    # Neither FIFO is part of the snapshot, so neither is the link between them: the
+    # candidate is judged on what is left (the unfixed bug), never blocked.
+    done = _run(project, "mess-fifo-link", backend)
+    verdict = _agents_fail(project, done)
+    assert verdict["failure_type"] == "test_failure", verdict
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_path_over_path_max_is_the_candidates_fail_without_a_host_path(
+    project: Path, backend: str
+) -> None:
+    done = _run(project, "mess-long-path", backend)
+    verdict = _agents_fail(project, done)
+    assert verdict["failure_type"] == "files", verdict
+    assert "1024 bytes" in str(verdict["reason"]), verdict
+    # Nothing shown to reviewers names a host folder (the session's or the candidate's).
+    shown = str(verdict) + done.stdout + done.stderr
+    assert tempfile.gettempdir() + "/" not in shown, shown
+    assert "harness-candidate" not in shown and "harness-trial" not in shown, shown
+    # Nothing left behind breaks the next commands.
+    pruned = harness(project, "sandbox", "prune")
+    assert pruned.returncode == 0, pruned.stdout + pruned.stderr
+    assert "Traceback" not in pruned.stderr, pruned.stderr
 
 
 def test_deep_debris_of_a_dead_run_is_pruned_not_fatal(tmp_path: Path) -> None:
