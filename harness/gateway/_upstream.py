@@ -209,9 +209,13 @@ class UpstreamClient:
         timeout = urllib3.Timeout(connect=min(10.0, bound), read=bound)
         try:
             resp = self._pool.request(
-                "POST", self._url, body=body, headers=headers, timeout=timeout,
+                "POST",
+                self._url,
+                body=body,
+                headers=headers,
+                timeout=timeout,
                 preload_content=False,
-            )  # fmt: skip
+            )
             chunks: list[bytes] = []
             for chunk in resp.stream(1 << 16):
                 chunks.append(chunk)
