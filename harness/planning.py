@@ -184,17 +184,7 @@ def plan_run(
         harness_version=__version__,
     )
     return _plan_trials(
-        project,
-        record,
-        cases,
-        release,
-        base,
-        base_release,
-        policy,
-        pool_key,
-        store,
-        envs,
-        replay_baseline=replayed == {Arm.BASELINE},
+        project, record, cases, release, base, base_release, policy, pool_key, store, envs, replayed
     )
 
 
@@ -209,8 +199,7 @@ def _plan_trials(
     pool_key: PoolKey | None,
     store: Store | None,
     envs: PreparedEnvs,
-    *,
-    replay_baseline: bool,
+    replayed: frozenset[Arm],
 ) -> PlannedRun:
     """List the run's trials: cases x k x arms, less what the pool or baseline replay supply."""
     from harness.store.replay import replayable_trials
@@ -226,7 +215,7 @@ def _plan_trials(
         live = policy.baseline.pool.live_trials  # the rest of the baseline comes from the pool
         specs = [s for s in specs if s.key.arm is not Arm.BASELINE or s.key.trial < live]
     recorded = None
-    if base is not None and replay_baseline:
+    if base is not None and replayed == {Arm.BASELINE}:
         recorded = replayable_trials(base, record.cases)
     plan = PlannedRun(
         record=record,
