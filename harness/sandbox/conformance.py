@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,11 @@ def _unix_http_server() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@dataclass(frozen=True)
 class _Sessions:
     """Opens the checks' sessions: ``base``, the suite's small bounds, a check's overrides."""
 
-    def __init__(self, base: PhaseContract) -> None:
-        self.base = base
+    base: PhaseContract
 
     def contract(self, **update: Any) -> PhaseContract:
         fields = {"timeout_seconds": 30.0, "memory_mb": 512, "pids": 64, "disk_mb": 64}
