@@ -207,7 +207,14 @@ def _grow_pool(
 
 
 def _run_policy(project: Project, record: ReleaseRecord, notes: list[str]) -> Policy:
-    """Return the policy the run recorded (checked against its digest) or the default."""
+    """Return the policy the run recorded (checked against its digest) or the default.
+
+    Appends to ``notes`` what the reader should know about it.
+
+    Raises:
+        InvalidRunError: the run recorded a policy and the project names none now.
+        PolicyChangedError: the policy file no longer matches the recorded digest.
+    """
     if record.policy_digest is not None:
         if project.policy_path is None:
             raise InvalidRunError("the run recorded a policy but harness.yaml names none now")
