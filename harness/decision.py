@@ -206,6 +206,110 @@ def _grow_pool(
         append_run(store, record, live)
 
 
+def _run_policy(project: Project, record: ReleaseRecord, notes: list[str]) -> Policy:
+    """Return the policy the run recorded (checked against its digest) or the default.
+
+    Appends to ``notes`` what the reader should know about it.
+
+    Raises:
+        InvalidRunError: the run recorded a policy and the project names none now.
+        PolicyChangedError: the policy file no longer matches the recorded digest.
+    """
+    if record.policy_digest is not None:
+        if project.policy_path is None:
+            raise InvalidRunError("the run recorded a policy but harness.yaml names none now")
+        loaded = load_policy(project.policy_path)
+        notes += verify_policy(loaded, record.policy_digest, record.policy_file_digest)
+        policy = loaded.policy
+    else:
+        policy = DEFAULT_POLICY
+        notes.append("no promotion policy configured: the built-in default policy was applied")
+    return policy
+
+
+def _run_validity(
+    project: Project, store: Store, run_id: str, handle: RunHandle | None
+) -> tuple[bool, list[str]]:
+    """Return whether the run is valid and why not: checked now, or as stored at its end."""
+    if handle is not None:
+        valid, invalid = record_validity(project, handle)
+    else:
+        stored = store.validity(run_id)
+        if stored is not None:
+            valid, invalid = stored.valid, list(stored.reasons)
+        else:
+            valid, invalid = (
+                False,
+                [
+                    "the run has not finished (no end-of-run system check yet); "
+                    "re-run the same `harness run` command to resume it"
+                ],
+            )
+    return valid, invalid
+
+
+def _baseline_arms(
+    project: Project,
+    store: Store,
+    record: ReleaseRecord,
+    policy: Policy,
+    trials: list[RunRecord],
+    judgment: set[str],
+    notes: list[str],
+) -> tuple[ArmData | None, ArmData | None, str | None]:
+    """Return the re-executed and the stored baseline arms and the operating-characteristics line.
+
+    Appends to ``notes`` what was not compared and why.
+
+    Raises:
+        ConfigError: the stored baseline changed after the run started.
+    """
+    assert record.baseline is not None
+    replayed = baseline_replayed(record)
+    bl = load_baseline(project.baselines_dir, record.baseline)
+    # A replayed baseline arm re-executes the stored trials it has responses for.
+    base_k = min(record.k, bl.file.release.k) if replayed else record.k
+    base = _arm(trials, Arm.BASELINE, base_k, record.baseline, judgment)
+    if record.baseline_digest is not None and bl.digest != record.baseline_digest:
+        raise ConfigError(
+            f"baseline {record.baseline!r} changed after the run started (recorded "
+            f"{record.baseline_digest[7:19]}, now {bl.digest[7:19]}): the stored reference "
+            "this run was planned against is gone; restore it or start a new run",
+            file=project.baselines_dir / record.baseline / "baseline.json",
+        )
+    same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
+    dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
+    # A case outside this run (a --case subset) was not run; only a case the run has
+    # with other bytes changed version.
+    not_run = sorted(c for c in dropped if c not in record.cases)
+    changed = sorted(c for c in dropped if c in record.cases)
+    if not_run:
+        notes.append(
+            "not run in this run (a subset of the set), so not compared with the stored "
+            "baseline: " + ", ".join(not_run)
+        )
+    if changed:
+        notes.append(
+            "stored baseline results not comparable (case version changed): " + ", ".join(changed)
+        )
+    stored_base = _arm(
+        same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
+    )
+    if record.baseline_pool is not None:
+        stored_base, base, note = _pool_arms(store, record, policy, same, trials, judgment)
+        notes.append(note)
+    if replayed:
+        notes.append(_flips_note(trials, same))
+    # cache only: the simulation itself is `harness policy check`
+    oc_line = baseline_summary(project.store_dir, policy, bl, record.k)
+    if oc_line is None:
+        notes.append(
+            f"operating characteristics not computed: `harness policy check --baseline "
+            f"{record.baseline} --k {record.k}` tells whether this set can catch a drop"
+        )
+    return base, stored_base, oc_line
+
+
 def decide_run(
     project: Project,
     store: Store,
@@ -222,32 +326,10 @@ def decide_run(
     """
     record = store.release(run_id)
     notes: list[str] = []
-    if record.policy_digest is not None:
-        if project.policy_path is None:
-            raise InvalidRunError("the run recorded a policy but harness.yaml names none now")
-        loaded = load_policy(project.policy_path)
-        notes += verify_policy(loaded, record.policy_digest, record.policy_file_digest)
-        policy = loaded.policy
-    else:
-        policy = DEFAULT_POLICY
-        notes.append("no promotion policy configured: the built-in default policy was applied")
+    policy = _run_policy(project, record, notes)
     if record.downgrade:
         notes.append("bounds accepted as unenforced for this run: " + ", ".join(record.downgrade))
-
-    if handle is not None:
-        valid, invalid = record_validity(project, handle)
-    else:
-        stored = store.validity(run_id)
-        if stored is not None:
-            valid, invalid = stored.valid, list(stored.reasons)
-        else:
-            valid, invalid = (
-                False,
-                [
-                    "the run has not finished (no end-of-run system check yet); "
-                    "re-run the same `harness run` command to resume it"
-                ],
-            )
+    valid, invalid = _run_validity(project, store, run_id, handle)
     trials = store.trials(run_id)
     if policy.tampering == "fail":
         trials = [tampering_fails(r) for r in trials]
@@ -258,48 +340,9 @@ def decide_run(
     oc_line = None
     replayed = baseline_replayed(record)
     if record.baseline is not None:
-        bl = load_baseline(project.baselines_dir, record.baseline)
-        # A replayed baseline arm re-executes the stored trials it has responses for.
-        base_k = min(record.k, bl.file.release.k) if replayed else record.k
-        base = _arm(trials, Arm.BASELINE, base_k, record.baseline, judgment)
-        if record.baseline_digest is not None and bl.digest != record.baseline_digest:
-            raise ConfigError(
-                f"baseline {record.baseline!r} changed after the run started (recorded "
-                f"{record.baseline_digest[7:19]}, now {bl.digest[7:19]}): the stored reference "
-                "this run was planned against is gone; restore it or start a new run",
-                file=project.baselines_dir / record.baseline / "baseline.json",
-            )
-        same = [r for r in bl.records if record.cases.get(r.key.case_id) == r.case_digest]
-        dropped = {r.key.case_id for r in bl.records} - {r.key.case_id for r in same}
-        # A case outside this run (a --case subset) was not run; only a case the run has
-        # with other bytes changed version.
-        not_run = sorted(c for c in dropped if c not in record.cases)
-        changed = sorted(c for c in dropped if c in record.cases)
-        if not_run:
-            notes.append(
-                "not run in this run (a subset of the set), so not compared with the stored "
-                "baseline: " + ", ".join(not_run)
-            )
-        if changed:
-            notes.append(
-                "stored baseline results not comparable (case version changed): "
-                + ", ".join(changed)
-            )
-        stored_base = _arm(
-            same, Arm.CANDIDATE, bl.file.release.k, f"{record.baseline} (stored)", judgment
+        base, stored_base, oc_line = _baseline_arms(
+            project, store, record, policy, trials, judgment, notes
         )
-        if record.baseline_pool is not None:
-            stored_base, base, note = _pool_arms(store, record, policy, same, trials, judgment)
-            notes.append(note)
-        if replayed:
-            notes.append(_flips_note(trials, same))
-        # cache only: the simulation itself is `harness policy check`
-        oc_line = baseline_summary(project.store_dir, policy, bl, record.k)
-        if oc_line is None:
-            notes.append(
-                f"operating characteristics not computed: `harness policy check --baseline "
-                f"{record.baseline} --k {record.k}` tells whether this set can catch a drop"
-            )
     decision = decide(
         policy,
         cand,

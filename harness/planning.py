@@ -116,16 +116,8 @@ def plan_run(
         ConfigError: unknown release, baseline, downgrade name or invalid k.
         LockMismatchError: cases differ from the lock.
     """
-    if not 1 <= k <= MAX_K:
-        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}", field="--k")
-    bad = sorted(set(downgrade) - DOWNGRADABLE)
-    if bad:
-        raise ConfigError(
-            f"cannot downgrade {', '.join(bad)}; "
-            f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
-            field="--allow-unenforced",
-        )
-    from harness.store.replay import replay_scope, replayable_trials
+    _check_k_and_downgrade(k, downgrade)
+    from harness.store.replay import replay_scope
 
     replayed = replay_scope(model_replay, baseline)  # bad combinations fail first
     release = project.release(release_name)
@@ -137,43 +129,20 @@ def plan_run(
     policy = loaded_policy.policy if loaded_policy is not None else None
     pol_digest = loaded_policy.digest if loaded_policy is not None else None
     pol_file = loaded_policy.file_digest if loaded_policy is not None else None
-    sysdef = project.system_definition(release_name, ts_digest, __version__)
-    envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
-    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
-    images = case_images(cases, env_bases) if backend == "docker" else {}
-    if images:
-        sysdef["case_images"] = images
+    sysdef, envs, images = _candidate_system(
+        project, release_name, release, cases, ts_digest, backend
+    )
     sys_digest = digest_json(sysdef)
     pol = policy_data(policy) if policy is not None else None
 
-    base: Baseline | None = None
+    base = load_baseline(project.baselines_dir, baseline) if baseline is not None else None
     base_release: Release | None = None
-    base_digest: str | None = None
     base_def: dict[str, Any] = {}
-    if baseline is not None:
-        base = load_baseline(project.baselines_dir, baseline)
-        base_release = base.release_definition
-        base_def = dict(
-            base.file.release.system, task_set_digest=ts_digest, harness_version=__version__
+    if base is not None and baseline is not None:
+        base_release, base_def = _baseline_system(
+            project, base, baseline, cases, ts_digest, backend, envs, images
         )
-        # What actually runs now: the harness's own agent code and case images.
-        base_def["agent_code"] = agent_code_digests(base_release)
-        if base_release.agent.files or "agent_files" in base_def:
-            try:
-                now = project.agent_file_digests(baseline, base_release)
-            except ConfigError as exc:
-                raise base.stale(exc.message) from None
-            base.check_agent_files(now)
-        base_def.pop("case_images", None)
-        for key in ("environments", "agent_environment"):
-            base_def.pop(key, None)
-        envs.agents.update(
-            prepare_for_backend(project, (), {baseline: base_release}, backend)[0].agents
-        )
-        base_def.update(envs.system_entry(baseline, [lc.id for lc in cases]))
-        if images:
-            base_def["case_images"] = images
-        base_digest = digest_json(base_def)
+    base_digest = digest_json(base_def) if base is not None else None
     pool_key = _pool_key(policy, base, baseline, base_def, backend, model_replay)
 
     identity = {
@@ -189,15 +158,8 @@ def plan_run(
     }
     if model_replay is not None:  # a replay is another run than a fresh sample
         identity["model_replay"] = model_replay
-    run_id = f"{release_name}-{short(digest_json(identity), 10)}"
-    if fresh and store is not None:
-        n = 2
-        stem = run_id
-        while store.run_dir(run_id).exists():
-            run_id = f"{stem}.{n}"
-            n += 1
     record = ReleaseRecord(
-        run_id=run_id,
+        run_id=_run_id(release_name, identity, fresh, store),
         release=release_name,
         system_digest=sys_digest,
         system=sysdef,
@@ -221,6 +183,28 @@ def plan_run(
         created_at=dt.datetime.now(dt.UTC),
         harness_version=__version__,
     )
+    return _plan_trials(
+        project, record, cases, release, base, base_release, policy, pool_key, store, envs, replayed
+    )
+
+
+def _plan_trials(
+    project: Project,
+    record: ReleaseRecord,
+    cases: list[LoadedCase],
+    release: Release,
+    base: Baseline | None,
+    base_release: Release | None,
+    policy: Policy | None,
+    pool_key: PoolKey | None,
+    store: Store | None,
+    envs: PreparedEnvs,
+    replayed: frozenset[Arm],
+) -> PlannedRun:
+    """List the run's trials: cases x k x arms, less what the pool or baseline replay supply."""
+    from harness.store.replay import replayable_trials
+
+    k = record.k
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
     base_cases = policy.baseline.sample(scored) if policy is not None else scored
     arms = _arm_plans(record, release, base_release, base_cases)
@@ -245,6 +229,87 @@ def plan_run(
         pool_key=pool_key,
     )
     return replace(plan, specs=plan.keep(specs))
+
+
+def _check_k_and_downgrade(k: int, downgrade: Sequence[str]) -> None:
+    """Reject a k out of range or a downgrade name that is not a contract field."""
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}", field="--k")
+    bad = sorted(set(downgrade) - DOWNGRADABLE)
+    if bad:
+        raise ConfigError(
+            f"cannot downgrade {', '.join(bad)}; "
+            f"expected any of: {', '.join(sorted(DOWNGRADABLE))}",
+            field="--allow-unenforced",
+        )
+
+
+def _candidate_system(
+    project: Project,
+    release_name: str,
+    release: Release,
+    cases: Sequence[LoadedCase],
+    ts_digest: str,
+    backend: str,
+) -> tuple[dict[str, Any], PreparedEnvs, dict[str, str]]:
+    """Return the candidate's system definition, its prepared environments and case images."""
+    sysdef = project.system_definition(release_name, ts_digest, __version__)
+    envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
+    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
+    images = case_images(cases, env_bases) if backend == "docker" else {}
+    if images:
+        sysdef["case_images"] = images
+    return sysdef, envs, images
+
+
+def _baseline_system(
+    project: Project,
+    base: Baseline,
+    name: str,
+    cases: Sequence[LoadedCase],
+    ts_digest: str,
+    backend: str,
+    envs: PreparedEnvs,
+    images: Mapping[str, str],
+) -> tuple[Release, dict[str, Any]]:
+    """Return the stored baseline's release and its system definition as it runs now.
+
+    Adds the baseline agent's prepared environment to ``envs``.
+    """
+    base_release = base.release_definition
+    base_def = dict(
+        base.file.release.system, task_set_digest=ts_digest, harness_version=__version__
+    )
+    # What actually runs now: the harness's own agent code and case images.
+    base_def["agent_code"] = agent_code_digests(base_release)
+    if base_release.agent.files or "agent_files" in base_def:
+        try:
+            now = project.agent_file_digests(name, base_release)
+        except ConfigError as exc:
+            raise base.stale(exc.message) from None
+        base.check_agent_files(now)
+    base_def.pop("case_images", None)
+    for key in ("environments", "agent_environment"):
+        base_def.pop(key, None)
+    envs.agents.update(prepare_for_backend(project, (), {name: base_release}, backend)[0].agents)
+    base_def.update(envs.system_entry(name, [lc.id for lc in cases]))
+    if images:
+        base_def["case_images"] = images
+    return base_release, base_def
+
+
+def _run_id(
+    release_name: str, identity: Mapping[str, Any], fresh: bool, store: Store | None
+) -> str:
+    """Name the run by its identity's digest; ``fresh`` numbers it past the runs stored."""
+    run_id = f"{release_name}-{short(digest_json(identity), 10)}"
+    if fresh and store is not None:
+        n = 2
+        stem = run_id
+        while store.run_dir(run_id).exists():
+            run_id = f"{stem}.{n}"
+            n += 1
+    return run_id
 
 
 def _pool_key(
@@ -464,9 +529,12 @@ def check_system_unchanged(
     ts = task_set_digest(project.file.task_set, cases)
     sysdef = project.system_definition(record.release, ts, __version__)
     now_envs, bases = prepare_for_backend(
-        project, cases, {record.release: project.release(record.release)}, record.backend,
+        project,
+        cases,
+        {record.release: project.release(record.release)},
+        record.backend,
         verify=True,
-    )  # fmt: skip
+    )
     sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
     if "case_images" in record.system:
         sysdef["case_images"] = case_images(cases, bases)

@@ -14,7 +14,7 @@ from harness.errors import ConfigError
 from harness.gate.policy import Policy
 from harness.gate.pool_rates import PoolSpread, pool_spread, posterior_rates
 from harness.gate.stats import summarize_case
-from harness.pool import PoolKey, list_pools, pool_view
+from harness.pool import PoolKey, PoolView, list_pools, pool_view
 from harness.project import Project
 from harness.store.baseline import load_baseline
 from harness.store.store import Store
@@ -69,47 +69,59 @@ def pool_check_lines(
         pool_view(store, "(none yet)", cases, bl.records, pp, before=now, k=k)
     ]
     for view, key in zip(views, keys, strict=True):
-        counts = {cid: summarize_case(outs, k) for cid, outs in view.arm.cases.items()}
-        ids = sorted(c for c in counts if counts[c].n > 0)
-        passes = [counts[c].passes for c in ids]
-        trials = [counts[c].n for c in ids]
-        promoted = [view.promoted.get(c, 0) for c in ids]
-        where = f" (backend {key.backend}, environment {key.environment[7:19]})" if key else ""
-        lines.append(view.describe() + where)
-        if not ids:
-            lines.append("  no judged trial in the pool: nothing to simulate")
-            continue
-        live = pp.live_trials
-        lines.append(
-            f"conditional false FAIL of unchanged releases at k = {k}, {live} live baseline "
-            f"trial(s) per case per run ({pools} simulated pools × {releases} releases each, "
-            f"truth drawn from this pool's posterior, seed {seed}):"
+        lines += _pool_lines(
+            policy,
+            view,
+            key,
+            k,
+            pp.live_trials,
+            pools=pools,
+            releases=releases,
+            reps=reps,
+            seed=seed,
         )
-        sel = [i for i, n in enumerate(promoted) if n > 0]  # new case versions have none
-        if sel:
-            lines.append(
-                _row(
-                    "promoted trials alone",
-                    pool_spread(
-                        policy,
-                        [passes[i] for i in sel],
-                        [trials[i] for i in sel],
-                        size=[promoted[i] for i in sel],
-                        k=k,
-                        live=live,
-                        pools=pools,
-                        releases=releases,
-                        seed=seed,
-                    ),
-                )
-            )
+    return lines
+
+
+def _pool_lines(
+    policy: Policy,
+    view: PoolView,
+    key: PoolKey | None,
+    k: int,
+    live: int,
+    *,
+    pools: int,
+    releases: int,
+    reps: int,
+    seed: int,
+) -> list[str]:
+    """Return the lines about one pool: what it holds and its simulated false-alarm rates."""
+    lines: list[str] = []
+    counts = {cid: summarize_case(outs, k) for cid, outs in view.arm.cases.items()}
+    ids = sorted(c for c in counts if counts[c].n > 0)
+    passes = [counts[c].passes for c in ids]
+    trials = [counts[c].n for c in ids]
+    promoted = [view.promoted.get(c, 0) for c in ids]
+    where = f" (backend {key.backend}, environment {key.environment[7:19]})" if key else ""
+    lines.append(view.describe() + where)
+    if not ids:
+        lines.append("  no judged trial in the pool: nothing to simulate")
+        return lines
+    lines.append(
+        f"conditional false FAIL of unchanged releases at k = {k}, {live} live baseline "
+        f"trial(s) per case per run ({pools} simulated pools × {releases} releases each, "
+        f"truth drawn from this pool's posterior, seed {seed}):"
+    )
+    sel = [i for i, n in enumerate(promoted) if n > 0]  # new case versions have none
+    if sel:
         lines.append(
             _row(
-                "pools of this size (now)",
+                "promoted trials alone",
                 pool_spread(
                     policy,
-                    passes,
-                    trials,
+                    [passes[i] for i in sel],
+                    [trials[i] for i in sel],
+                    size=[promoted[i] for i in sel],
                     k=k,
                     live=live,
                     pools=pools,
@@ -118,28 +130,43 @@ def pool_check_lines(
                 ),
             )
         )
-        if live > 0:
-            ahead = [n + _AHEAD * live for n in trials]
-            lines.append(
-                _row(
-                    f"after {_AHEAD} more runs",
-                    pool_spread(
-                        policy,
-                        passes,
-                        trials,
-                        size=ahead,
-                        k=k,
-                        live=live,
-                        pools=pools,
-                        releases=releases,
-                        seed=seed,
-                    ),
-                )
-            )
-        mine = posterior_rates(policy, passes, trials, k=k, live=live, reps=reps, seed=seed)
-        lines.append(
-            f"this pool, averaged over its posterior ({mine.reps} simulations): false FAIL "
-            f"{mine.fail.rate:.3f} [{mine.fail.low:.3f}, {mine.fail.high:.3f}], false WARN "
-            f"{mine.warn.rate:.3f}, blocked for drift {mine.blocked.rate:.3f}"
+    lines.append(
+        _row(
+            "pools of this size (now)",
+            pool_spread(
+                policy,
+                passes,
+                trials,
+                k=k,
+                live=live,
+                pools=pools,
+                releases=releases,
+                seed=seed,
+            ),
         )
+    )
+    if live > 0:
+        ahead = [n + _AHEAD * live for n in trials]
+        lines.append(
+            _row(
+                f"after {_AHEAD} more runs",
+                pool_spread(
+                    policy,
+                    passes,
+                    trials,
+                    size=ahead,
+                    k=k,
+                    live=live,
+                    pools=pools,
+                    releases=releases,
+                    seed=seed,
+                ),
+            )
+        )
+    mine = posterior_rates(policy, passes, trials, k=k, live=live, reps=reps, seed=seed)
+    lines.append(
+        f"this pool, averaged over its posterior ({mine.reps} simulations): false FAIL "
+        f"{mine.fail.rate:.3f} [{mine.fail.low:.3f}, {mine.fail.high:.3f}], false WARN "
+        f"{mine.warn.rate:.3f}, blocked for drift {mine.blocked.rate:.3f}"
+    )
     return lines

@@ -55,7 +55,7 @@ from harness.errors import ConfigError, InfraError
 from harness.preflight import validate_in_envs
 from harness.project import Project
 from harness.sandbox.base import Sandbox
-from harness.trial.validate import apply_patch
+from harness.trial.validate import ValidationResult, apply_patch
 from harness.trial.workspace import materialize
 
 __all__ = ["NewCaseOptions", "NewCaseResult", "batch_case_id", "new_case"]
@@ -277,6 +277,64 @@ def _to_read(
     return tuple(notes)
 
 
+def _derived_case(
+    case_id: str,
+    fix: FixCommit,
+    split: Split,
+    derived: Derived,
+    request: str,
+    start: ArchiveRepo | GitRepo,
+    spec: Environment,
+    final: tuple[str, ...],
+    contract: PhaseContract,
+) -> Case:
+    """Return the case the fix commit makes: its request, starting state, verifier and reference."""
+    title = fix.message.splitlines()[0][:120] if fix.message else f"commit {fix.sha[:12]}"
+    return Case(
+        id=case_id,
+        version=1,
+        title=title,
+        request=request,
+        repo=start,
+        contract=SandboxContract(verifier=contract),
+        verifier=Verifier(
+            command=final,
+            artifacts=(
+                ArtifactRule(
+                    path=JUNIT_PATH,
+                    rule="junit",
+                    min_tests=len(derived.fail_to_pass) + len(derived.pass_to_pass),
+                    fail_to_pass=derived.fail_to_pass,
+                    pass_to_pass=derived.pass_to_pass,
+                ),
+            ),
+            hidden=tuple(HiddenFile(src=f"hidden/{p}", dest=p) for p in split.tests),
+        ),
+        reference=Reference(patch="reference.patch"),
+        environment=spec,
+        tags=("from-git",),
+    )
+
+
+def _validate(
+    project: Project, stage: Path, sandbox: Sandbox
+) -> tuple[LoadedCase, ValidationResult]:
+    """Load the staged case and prove it red before and green after the fix.
+
+    Raises:
+        ConfigError: the case does not validate.
+    """
+    lc = load_case(stage)
+    result = validate_in_envs(project, [lc], sandbox)[0]
+    if result.status != "ok":
+        excerpt = " ".join(result.red_excerpt.split())[-600:]
+        raise ConfigError(
+            f"the derived case does not validate: {result.message}"
+            + (f"; red output: {excerpt}" if excerpt else "")
+        )
+    return lc, result
+
+
 def new_case(
     project: Project,
     case_id: str,
@@ -335,40 +393,9 @@ def new_case(
             *(f"--deselect={n}" for n in derived.deselect),
             *(f"--ignore={p}" for p in derived.ignore),
         )
-        title = fix.message.splitlines()[0][:120] if fix.message else f"commit {fix.sha[:12]}"
-        case = Case(
-            id=case_id,
-            version=1,
-            title=title,
-            request=request,
-            repo=start,
-            contract=SandboxContract(verifier=contract),
-            verifier=Verifier(
-                command=final,
-                artifacts=(
-                    ArtifactRule(
-                        path=JUNIT_PATH,
-                        rule="junit",
-                        min_tests=len(derived.fail_to_pass) + len(derived.pass_to_pass),
-                        fail_to_pass=derived.fail_to_pass,
-                        pass_to_pass=derived.pass_to_pass,
-                    ),
-                ),
-                hidden=tuple(HiddenFile(src=f"hidden/{p}", dest=p) for p in split.tests),
-            ),
-            reference=Reference(patch="reference.patch"),
-            environment=spec,
-            tags=("from-git",),
-        )
+        case = _derived_case(case_id, fix, split, derived, request, start, spec, final, contract)
         (stage / CASE_FILE).write_text(_case_yaml(case, fix), encoding="utf-8")
-        lc = load_case(stage)
-        result = validate_in_envs(project, [lc], sandbox)[0]
-        if result.status != "ok":
-            excerpt = " ".join(result.red_excerpt.split())[-600:]
-            raise ConfigError(
-                f"the derived case does not validate: {result.message}"
-                + (f"; red output: {excerpt}" if excerpt else "")
-            )
+        lc, result = _validate(project, stage, sandbox)
         lock, _ = lock_cases(
             [*load_cases(project.cases_dir), lc],
             read_lock(project.lock_path, project.file.task_set),

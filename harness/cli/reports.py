@@ -60,12 +60,16 @@ def report(
     from harness.report.folder import write_file
 
     project, store, run_id = open_run(project_dir, run_ref)
-    extras = {"junit": (junit_path, "--junit"), "markdown": (summary_path, "--summary"),
-              "json": (json_path, "--json")}  # fmt: skip
+    extras = {
+        "junit": (junit_path, "--junit"),
+        "markdown": (summary_path, "--summary"),
+        "json": (json_path, "--json"),
+    }
     for path, option in extras.values():
         if path is not None and path.is_dir():
-            raise ConfigError("is a directory; expected a file path to write", file=path,
-                              field=option)  # fmt: skip
+            raise ConfigError(
+                "is a directory; expected a file path to write", file=path, field=option
+            )
     wanted = set(formats or _FORMAT_FLAGS) | {k for k, (p, _) in extras.items() if p}
     folder = write_report_folder(
         project,
@@ -89,16 +93,34 @@ def report(
 
 @click.command("export")
 @stored_run
-@click.option("--table", "table_name", type=click.Choice(["trials", "cases"]), default="trials",
-              show_default=True, help="A row per trial, or per case and arm.")  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv",
-              show_default=True, help="parquet needs pyarrow (harness[parquet]).")  # fmt: skip
-@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="File to write (default: RUN-TABLE.FORMAT here); - writes "
-              "to standard output.")  # fmt: skip
+@click.option(
+    "--table",
+    "table_name",
+    type=click.Choice(["trials", "cases"]),
+    default="trials",
+    show_default=True,
+    help="A row per trial, or per case and arm.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet"]),
+    default="csv",
+    show_default=True,
+    help="parquet needs pyarrow (harness[parquet]).",
+)
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File to write (default: RUN-TABLE.FORMAT here); - writes to standard output.",
+)
 @handle_errors
-def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
-               output: Path | None) -> None:  # fmt: skip
+def export_cmd(
+    project_dir: Path, run_ref: str, table_name: str, fmt: str, output: Path | None
+) -> None:
     """Export a run's trials or cases as CSV or Parquet."""
     from harness.report.export import (
         CASE_COLUMNS,
@@ -131,8 +153,13 @@ def export_cmd(project_dir: Path, run_ref: str, table_name: str, fmt: str,
 @click.argument(
     "name", required=False, type=click.Choice(["gate", "report", "runs", "show", "summary"])
 )
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write every schema as NAME.schema.json into this folder.")  # fmt: skip
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write every schema as NAME.schema.json into this folder.",
+)
 @handle_errors
 def schema(name: str | None, out_dir: Path | None) -> None:
     """Print the JSON schema of a --json output (gate, report, runs, show, summary)."""
@@ -143,10 +170,13 @@ def schema(name: str | None, out_dir: Path | None) -> None:
     if out_dir is not None:
         for key in sorted(SCHEMAS) if name is None else [name]:
             body = json.dumps(json_schema(key), indent=2, sort_keys=True) + "\n"
-            out.print(str(write_file(out_dir / f"{key}.schema.json", body.encode(), "--out")),
-                      highlight=False)  # fmt: skip
+            out.print(
+                str(write_file(out_dir / f"{key}.schema.json", body.encode(), "--out")),
+                highlight=False,
+            )
         return
     if name is None:
-        raise ConfigError("name a schema (gate, report, runs, show, summary) or give --out",
-                          field="NAME")  # fmt: skip
+        raise ConfigError(
+            "name a schema (gate, report, runs, show, summary) or give --out", field="NAME"
+        )
     click.echo(json.dumps(json_schema(name), indent=2, sort_keys=True))

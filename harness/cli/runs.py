@@ -46,12 +46,22 @@ def gate(project_dir: Path, run_ref: str, warn_ok: bool, as_json: bool) -> None:
 @stored_run
 @click.option("--case", "cases", multiple=True, help="Only this case's trials (repeatable).")
 @click.option("--failed", is_flag=True, help="Only trials that did not pass.")
-@click.option("--arm", type=click.Choice(["candidate", "baseline"]), default=None,
-              help="Only the candidate's or the re-executed baseline's trials.")  # fmt: skip
+@click.option(
+    "--arm",
+    type=click.Choice(["candidate", "baseline"]),
+    default=None,
+    help="Only the candidate's or the re-executed baseline's trials.",
+)
 @json_option("show")
 @handle_errors
-def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
-         arm: str | None, as_json: bool) -> None:  # fmt: skip
+def show(
+    project_dir: Path,
+    run_ref: str,
+    cases: tuple[str, ...],
+    failed: bool,
+    arm: str | None,
+    as_json: bool,
+) -> None:
     """Show a run: the decision first, then its release record and its trials' verdicts.
 
     The filters (--case, --failed, --arm) narrow the trial table and the --json trials.
@@ -64,18 +74,23 @@ def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
     everything = store.trials(run_id)
     unknown = sorted(set(cases) - set(record.cases))
     if unknown:
-        raise ConfigError(f"no such case in run {run_id}: {', '.join(unknown)} (it has "
-                          f"{', '.join(sorted(record.cases))})", field="--case")  # fmt: skip
+        raise ConfigError(
+            f"no such case in run {run_id}: {', '.join(unknown)} (it has "
+            f"{', '.join(sorted(record.cases))})",
+            field="--case",
+        )
     trials = [
-        t for t in everything
+        t
+        for t in everything
         if (not cases or t.key.case_id in cases)
         and (not failed or t.outcome is not Outcome.PASS)
         and (arm is None or t.key.arm.value == arm)
-    ]  # fmt: skip
+    ]
     results = store.results(run_id)
     if as_json:
-        doc = ShowDocument(run_id=run_id, release=record, trials=tuple(trials),
-                           results=tuple(results))  # fmt: skip
+        doc = ShowDocument(
+            run_id=run_id, release=record, trials=tuple(trials), results=tuple(results)
+        )
         click.echo(doc.model_dump_json(indent=2))
         return
     _print_stored_decision(results)
@@ -91,8 +106,12 @@ def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
         out.print(f"[yellow]unenforced bounds accepted: {', '.join(record.downgrade)}[/]")
     table = Table(box=None, pad_edge=False)
     # The trial name is what a reviewer copies: never truncated or wrapped.
-    table.add_column("trial", no_wrap=True, overflow="fold", min_width=len(max(
-        (t.key.slug() for t in trials), key=len, default="trial")))  # fmt: skip
+    table.add_column(
+        "trial",
+        no_wrap=True,
+        overflow="fold",
+        min_width=len(max((t.key.slug() for t in trials), key=len, default="trial")),
+    )
     for col in ("verdict", "attempts", "stop"):
         table.add_column(col, no_wrap=True)
     # The harness's own seconds beside the verifier's command (— for records without steps).
@@ -109,14 +128,19 @@ def show(project_dir: Path, run_ref: str, cases: tuple[str, ...], failed: bool,
         verdict = v.outcome.value + (f" ({v.failure_type.value})" if v.failure_type else "")
         own = t.overhead_s()
         ver = sum(a.verifier.duration_s for a in t.attempts if a.verifier)
-        table.add_row(t.key.slug(), verdict, lineage if len(t.attempts) > 1 else "1",
-                      t.stop_reason, f"{ver:.2f}", "—" if own is None else f"{own:.2f}",
-                      v.reason[:200])  # fmt: skip
+        table.add_row(
+            t.key.slug(),
+            verdict,
+            lineage if len(t.attempts) > 1 else "1",
+            t.stop_reason,
+            f"{ver:.2f}",
+            "—" if own is None else f"{own:.2f}",
+            v.reason[:200],
+        )
     out.print(table, markup=False, highlight=False)
     shown = f"{len(trials)} of {len(everything)} trials shown"
     filters = [f for f, on in (("--case", cases), ("--failed", failed), ("--arm", arm)) if on]
-    out.print(shown + (f" (filtered by {', '.join(filters)})" if filters else ""),
-              highlight=False)  # fmt: skip
+    out.print(shown + (f" (filtered by {', '.join(filters)})" if filters else ""), highlight=False)
 
 
 def _print_stored_decision(results: list[Any]) -> None:
@@ -127,11 +151,17 @@ def _print_stored_decision(results: list[Any]) -> None:
     dec = results[-1].decision
     color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}
     verdict = results[-1].verdict
-    out.print(f"[bold {color[verdict]}]{verdict.upper()}[/]  (`harness gate` recomputes it)",
-              highlight=False)  # fmt: skip
+    out.print(
+        f"[bold {color[verdict]}]{verdict.upper()}[/]  (`harness gate` recomputes it)",
+        highlight=False,
+    )
     for r in dec.get("reasons", []):
-        out.print(f"  - [{r.get('severity')}] {r.get('message')}", highlight=False,
-                  markup=False, soft_wrap=True)  # fmt: skip
+        out.print(
+            f"  - [{r.get('severity')}] {r.get('message')}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     out.print("")
 
 
@@ -159,22 +189,42 @@ def runs(project_dir: Path, release: str | None, as_json: bool) -> None:
 
     table = Table(box=None, pad_edge=False)
     table.add_column("run", no_wrap=True)
-    for col in ("release", "system", "started", "baseline", "decision", "cases", "k",
-                "trials", "pass rate", "pass^k", "named"):  # fmt: skip
+    for col in (
+        "release",
+        "system",
+        "started",
+        "baseline",
+        "decision",
+        "cases",
+        "k",
+        "trials",
+        "pass rate",
+        "pass^k",
+        "named",
+    ):
         table.add_column(col, no_wrap=col != "named")
     for r in rows:
         c = r.candidate
-        table.add_row(r.run_id, r.release, r.system_digest[7:19],
-                      f"{r.created_at:%Y-%m-%d %H:%M}", r.baseline or "—",
-                      r.verdict or "not decided",
-                      str(r.cases) + ("*" if r.partial else ""),
-                      str(r.k), str(c.trials) if c else "—",
-                      ci(c.pass_rate if c else None), ci(c.pass_hat_k if c else None),
-                      str(len(r.named_cases)) if r.verdict else "")  # fmt: skip
+        table.add_row(
+            r.run_id,
+            r.release,
+            r.system_digest[7:19],
+            f"{r.created_at:%Y-%m-%d %H:%M}",
+            r.baseline or "—",
+            r.verdict or "not decided",
+            str(r.cases) + ("*" if r.partial else ""),
+            str(r.k),
+            str(c.trials) if c else "—",
+            ci(c.pass_rate if c else None),
+            ci(c.pass_hat_k if c else None),
+            str(len(r.named_cases)) if r.verdict else "",
+        )
     out.print(table, markup=False, highlight=False)
     for r in rows:
         if r.partial:
-            out.print(f"* {r.run_id} is partial ({r.partial}): kept off the release trend",
-                      highlight=False)  # fmt: skip
+            out.print(
+                f"* {r.run_id} is partial ({r.partial}): kept off the release trend",
+                highlight=False,
+            )
     if not rows:
         err.print("no runs" + (f" of release {release}" if release else ""), highlight=False)

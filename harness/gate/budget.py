@@ -126,6 +126,13 @@ def regression_budget(
     budget = max(floor, min(quantile, len(q)))
     tail = float(min(1.0, sum(pmf[observed:]))) if observed <= len(q) else 0.0
     return RegressionBudget(
-        k=k, confidence=confidence, floor=floor, expected=float(sum(q)), budget=budget,
-        observed=observed, tail_p=tail, over=observed > budget, at_risk=len(q),
-    )  # fmt: skip
+        k=k,
+        confidence=confidence,
+        floor=floor,
+        expected=float(sum(q)),
+        budget=budget,
+        observed=observed,
+        tail_p=tail,
+        over=observed > budget,
+        at_risk=len(q),
+    )

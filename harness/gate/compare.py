@@ -140,13 +140,20 @@ def paired_test(
     common = {"name": name, "metric": metric, "alternative": alternative, "ci_level": ci_level}
     if n < 2:
         return PairedTest(
-            **common, method="none", n_cases=n,
+            **common,
+            method="none",
+            n_cases=n,
             mean_candidate=float(cand.mean()) if n else None,
             mean_baseline=float(base.mean()) if n else None,
             mean_diff=float(d.mean()) if n else None,
-            sd_diff=None, se=None, df=None, t_stat=None, p_value=None,
-            ci_low=None, ci_high=None,
-        )  # fmt: skip
+            sd_diff=None,
+            se=None,
+            df=None,
+            t_stat=None,
+            p_value=None,
+            ci_low=None,
+            ci_high=None,
+        )
     mean = float(d.mean())
     sd = float(d.std(ddof=1))
     se = sd / math.sqrt(n)
@@ -181,13 +188,25 @@ def paired_test(
         else:
             boot_p = float(min(1.0, 2 * min(np.mean(means >= 0), np.mean(means <= 0))))
     return PairedTest(
-        **common, method="paired_t", n_cases=n,
-        mean_candidate=float(cand.mean()), mean_baseline=float(base.mean()),
-        mean_diff=mean, sd_diff=sd, se=se, df=df, t_stat=t_stat, p_value=p,
-        ci_low=mean - tcrit * se, ci_high=mean + tcrit * se,
-        bootstrap_ci_low=boot_low, bootstrap_ci_high=boot_high, bootstrap_p=boot_p,
-        bootstrap_resamples=bootstrap_resamples, bootstrap_seed=seed,
-    )  # fmt: skip
+        **common,
+        method="paired_t",
+        n_cases=n,
+        mean_candidate=float(cand.mean()),
+        mean_baseline=float(base.mean()),
+        mean_diff=mean,
+        sd_diff=sd,
+        se=se,
+        df=df,
+        t_stat=t_stat,
+        p_value=p,
+        ci_low=mean - tcrit * se,
+        ci_high=mean + tcrit * se,
+        bootstrap_ci_low=boot_low,
+        bootstrap_ci_high=boot_high,
+        bootstrap_p=boot_p,
+        bootstrap_resamples=bootstrap_resamples,
+        bootstrap_seed=seed,
+    )
 
 
 # --------------------------------------------------------------------------- comparison
@@ -294,10 +313,50 @@ def compare_arms(
     neither = tuple(cid for cid in ids if cs[cid].n == 0 and bs[cid].n == 0)
 
     e1 = paired_test(
-        [cs[c].pass_rate or 0.0 for c in compared], [bs[c].pass_rate or 0.0 for c in compared],
-        name="E1", metric="pass_rate", ci_level=level,
-        bootstrap_resamples=bootstrap_resamples, seed=seed,
-    )  # fmt: skip
+        [cs[c].pass_rate or 0.0 for c in compared],
+        [bs[c].pass_rate or 0.0 for c in compared],
+        name="E1",
+        metric="pass_rate",
+        ci_level=level,
+        bootstrap_resamples=bootstrap_resamples,
+        seed=seed,
+    )
+    e2 = _e2_test(cs, bs, compared, level, bootstrap_resamples, seed)
+    p1, p2 = holm([e1.p_value, e2.p_value])
+    e1 = e1.model_copy(update={"p_holm": p1})
+    e2 = e2.model_copy(update={"p_holm": p2})
+
+    rows = _case_rows(ids, cs, bs, candidate, baseline)
+    regressions = tuple(r.case_id for r in rows if r.regression)
+    budget = _budget(
+        cs, bs, compared, k, budget_baseline, len(regressions), budget_confidence, budget_floor
+    )
+    return Comparison(
+        k=k,
+        alpha=alpha,
+        compared=tuple(compared),
+        only_candidate=only_c,
+        only_baseline=only_b,
+        neither=neither,
+        e1=e1,
+        e2=e2,
+        rows=tuple(rows),
+        regressions=regressions,
+        improvements=tuple(r.case_id for r in rows if r.improvement),
+        broken=tuple(r.case_id for r in rows if r.broken),
+        budget=budget,
+    )
+
+
+def _e2_test(
+    cs: dict[str, CaseSummary],
+    bs: dict[str, CaseSummary],
+    compared: list[str],
+    level: float,
+    bootstrap_resamples: int,
+    seed: int,
+) -> PairedTest:
+    """E2 on pass^k: exact McNemar when most cases are 0/1, else the paired t test."""
     usable = [c for c in compared if cs[c].pass_hat_k is not None and bs[c].pass_hat_k is not None]
     # pass^k is 0/1 for a case with exactly k judged trials (or none / all passing): the
     # exact McNemar test applies to those cases whatever happened to the others (an
@@ -308,22 +367,38 @@ def compare_arms(
         usable = binary
     excluded = tuple(c for c in compared if c not in usable)
     e2 = paired_test(
-        [cs[c].pass_hat_k or 0.0 for c in usable], [bs[c].pass_hat_k or 0.0 for c in usable],
-        name="E2", metric="pass_hat_k", ci_level=level,
-        bootstrap_resamples=bootstrap_resamples, seed=seed + 1,
-    )  # fmt: skip
+        [cs[c].pass_hat_k or 0.0 for c in usable],
+        [bs[c].pass_hat_k or 0.0 for c in usable],
+        name="E2",
+        metric="pass_hat_k",
+        ci_level=level,
+        bootstrap_resamples=bootstrap_resamples,
+        seed=seed + 1,
+    )
     if exact:
         b = sum(1 for c in usable if bs[c].pass_hat_k == 1.0 and cs[c].pass_hat_k == 0.0)
         imp = sum(1 for c in usable if bs[c].pass_hat_k == 0.0 and cs[c].pass_hat_k == 1.0)
-        e2 = e2.model_copy(update={
-            "method": "mcnemar_exact", "p_value": mcnemar_exact(b, imp, "greater"),
-            "discordant_regressed": b, "discordant_improved": imp,
-        })  # fmt: skip
+        e2 = e2.model_copy(
+            update={
+                "method": "mcnemar_exact",
+                "p_value": mcnemar_exact(b, imp, "greater"),
+                "discordant_regressed": b,
+                "discordant_improved": imp,
+            }
+        )
     e2 = e2.model_copy(update={"excluded": excluded})
-    p1, p2 = holm([e1.p_value, e2.p_value])
-    e1 = e1.model_copy(update={"p_holm": p1})
-    e2 = e2.model_copy(update={"p_holm": p2})
+    return e2
 
+
+def _case_rows(
+    ids: list[str],
+    cs: dict[str, CaseSummary],
+    bs: dict[str, CaseSummary],
+    candidate: ArmData,
+    baseline: ArmData,
+) -> list[CaseRow]:
+    """One diagnostic row per case, with a one-sided Fisher p for the compared ones."""
+    compared = [cid for cid in ids if cs[cid].n > 0 and bs[cid].n > 0]
     diag: dict[str, float] = {}
     if compared:
         pv = fisher_less(*case_counts([cs[c] for c in compared], [bs[c] for c in compared]))
@@ -333,36 +408,48 @@ def compare_arms(
         c_sum, b_sum = cs[cid], bs[cid]
         both = cid in diag
         regression = both and b_sum.label == "stable_pass" and c_sum.label != "stable_pass"
-        rows.append(CaseRow(
-            case_id=cid, compared=both,
-            candidate=c_sum if cid in candidate.cases else None,
-            baseline=b_sum if cid in baseline.cases else None,
-            delta_pass_rate=(c_sum.pass_rate - b_sum.pass_rate)
-            if both and c_sum.pass_rate is not None and b_sum.pass_rate is not None else None,
-            delta_pass_hat_k=(c_sum.pass_hat_k - b_sum.pass_hat_k)
-            if both and c_sum.pass_hat_k is not None and b_sum.pass_hat_k is not None else None,
-            regression=regression,
-            improvement=both and b_sum.label != "stable_pass" and c_sum.label == "stable_pass",
-            broken=both and b_sum.label == "stable_pass" and c_sum.label == "stable_fail",
-            p_diagnostic=diag.get(cid),
-        ))  # fmt: skip
-    regressions = tuple(r.case_id for r in rows if r.regression)
+        rows.append(
+            CaseRow(
+                case_id=cid,
+                compared=both,
+                candidate=c_sum if cid in candidate.cases else None,
+                baseline=b_sum if cid in baseline.cases else None,
+                delta_pass_rate=(c_sum.pass_rate - b_sum.pass_rate)
+                if both and c_sum.pass_rate is not None and b_sum.pass_rate is not None
+                else None,
+                delta_pass_hat_k=(c_sum.pass_hat_k - b_sum.pass_hat_k)
+                if both and c_sum.pass_hat_k is not None and b_sum.pass_hat_k is not None
+                else None,
+                regression=regression,
+                improvement=both and b_sum.label != "stable_pass" and c_sum.label == "stable_pass",
+                broken=both and b_sum.label == "stable_pass" and c_sum.label == "stable_fail",
+                p_diagnostic=diag.get(cid),
+            )
+        )
+    return rows
+
+
+def _budget(
+    cs: dict[str, CaseSummary],
+    bs: dict[str, CaseSummary],
+    compared: list[str],
+    k: int,
+    budget_baseline: ArmData | None,
+    regressions: int,
+    confidence: float,
+    floor: int,
+) -> RegressionBudget:
+    """Return the regression budget from the baseline's stable-pass cases' flip risks."""
     seen = {c: bs[c] for c in compared}
     if budget_baseline is not None:
         for cid in compared:
             pooled = summarize_case(budget_baseline.cases.get(cid, ()), k, cid)
             seen[cid] = pooled if pooled.n >= bs[cid].n else bs[cid]
     prior = beta_prior([s.passes for s in seen.values()], [s.n for s in seen.values()])
-    risks = [flip_risk(seen[c].passes, seen[c].n, k, prior)
-             for c in compared if bs[c].label == "stable_pass"]  # fmt: skip
-    budget = regression_budget(
-        risks, k, len(regressions), confidence=budget_confidence, floor=budget_floor
-    )
-    return Comparison(
-        k=k, alpha=alpha, compared=tuple(compared), only_candidate=only_c,
-        only_baseline=only_b, neither=neither, e1=e1, e2=e2, rows=tuple(rows),
-        regressions=regressions,
-        improvements=tuple(r.case_id for r in rows if r.improvement),
-        broken=tuple(r.case_id for r in rows if r.broken),
-        budget=budget,
-    )  # fmt: skip
+    risks = [
+        flip_risk(seen[c].passes, seen[c].n, k, prior)
+        for c in compared
+        if bs[c].label == "stable_pass"
+    ]
+    budget = regression_budget(risks, k, regressions, confidence=confidence, floor=floor)
+    return budget

@@ -568,62 +568,15 @@ def decide(
     rule: RuleResult | None = None
     imputed: VerdictKind | None = None
     if reference is None:
-        reasons.append(
-            make_reason(
-                "no_comparison",
-                "info",
-                "no baseline: NO COMPARISON WAS MADE. This verdict judges the "
-                "candidate alone (validity, infra errors, absolute rules, required "
-                "and critical cases, missing cases)",
-            )
-        )
-        ids = sorted(set(candidate.cases) | set(required))
-        missing = [c for c in ids if summarize_case(candidate.cases.get(c, ()), candidate.k).n == 0]
-        reasons += rule_missing(policy, ids, missing, "candidate")
+        reasons += _judge_alone(policy, candidate, required)
     else:
-        ids = sorted(set(candidate.cases) | set(reference.cases) | set(required))
-        comparison = compare_arms(
-            candidate,
-            reference,
-            alpha=policy.alpha,
-            budget_confidence=policy.regression_budget.confidence,
-            budget_floor=policy.regression_budget.floor,
-            bootstrap_resamples=policy.bootstrap.resamples,
-            seed=policy.bootstrap.seed,
-            budget_baseline=pooled,
+        comparison, rule, imputed, found = _judge_compared(
+            policy, candidate, reference, required, critical, pooled
         )
-        if not comparison.compared:
-            reasons.append(
-                make_reason(
-                    "no_common_cases",
-                    "blocked",
-                    "no case has judged trials in both the candidate and the "
-                    "baseline: nothing can be compared",
-                )
-            )
-        else:
-            rule, core = rule_regression(policy, comparison, critical)
-            core += rule_budget(comparison) + rule_non_inferiority(policy, comparison)
-            reasons += core
-            imputed, flip = rule_imputation(
-                policy, candidate, reference, ids, critical, _RANK[rule.outcome]
-            )
-            reasons += flip
-        missing = [c for c in ids if c not in comparison.compared]
-        reasons += rule_missing(policy, ids, missing, "comparison")
+        reasons += found
     if operating_characteristics:
         reasons.append(make_reason("operating_characteristics", "info", operating_characteristics))
-
-    if any(r.severity == "blocked" for r in reasons):
-        reasons = [r for r in reasons if r.severity in ("blocked", "info")]
-        reasons.append(
-            make_reason(
-                "not_judged",
-                "info",
-                "blocked: the comparison is shown for diagnosis but was not judged",
-            )
-        )
-    reasons.sort(key=lambda r: -_RANK[r.severity])  # stable within a severity
+    reasons = _blocked_first(reasons)
     return Decision(
         verdict=_VERDICT[_severity(reasons)],
         reasons=tuple(reasons),
@@ -641,3 +594,79 @@ def decide(
         baseline_replayed=baseline_replayed,
         baseline_pooled=baseline_pooled,
     )
+
+
+def _judge_alone(policy: Policy, candidate: ArmData, required: Sequence[str]) -> list[Reason]:
+    """Reasons for a candidate with no baseline to compare with: it is judged alone."""
+    reasons = [
+        make_reason(
+            "no_comparison",
+            "info",
+            "no baseline: NO COMPARISON WAS MADE. This verdict judges the "
+            "candidate alone (validity, infra errors, absolute rules, required "
+            "and critical cases, missing cases)",
+        )
+    ]
+    ids = sorted(set(candidate.cases) | set(required))
+    missing = [c for c in ids if summarize_case(candidate.cases.get(c, ()), candidate.k).n == 0]
+    return reasons + rule_missing(policy, ids, missing, "candidate")
+
+
+def _judge_compared(
+    policy: Policy,
+    candidate: ArmData,
+    reference: ArmData,
+    required: Sequence[str],
+    critical: Sequence[str],
+    pooled: ArmData | None,
+) -> tuple[Comparison, RuleResult | None, VerdictKind | None, list[Reason]]:
+    """Compare the candidate with the reference arm; return the comparison and its reasons."""
+    ids = sorted(set(candidate.cases) | set(reference.cases) | set(required))
+    comparison = compare_arms(
+        candidate,
+        reference,
+        alpha=policy.alpha,
+        budget_confidence=policy.regression_budget.confidence,
+        budget_floor=policy.regression_budget.floor,
+        bootstrap_resamples=policy.bootstrap.resamples,
+        seed=policy.bootstrap.seed,
+        budget_baseline=pooled,
+    )
+    reasons: list[Reason] = []
+    rule: RuleResult | None = None
+    imputed: VerdictKind | None = None
+    if not comparison.compared:
+        reasons.append(
+            make_reason(
+                "no_common_cases",
+                "blocked",
+                "no case has judged trials in both the candidate and the "
+                "baseline: nothing can be compared",
+            )
+        )
+    else:
+        rule, core = rule_regression(policy, comparison, critical)
+        core += rule_budget(comparison) + rule_non_inferiority(policy, comparison)
+        reasons += core
+        imputed, flip = rule_imputation(
+            policy, candidate, reference, ids, critical, _RANK[rule.outcome]
+        )
+        reasons += flip
+    missing = [c for c in ids if c not in comparison.compared]
+    reasons += rule_missing(policy, ids, missing, "comparison")
+    return comparison, rule, imputed, reasons
+
+
+def _blocked_first(reasons: list[Reason]) -> list[Reason]:
+    """Order reasons by severity; a blocked decision keeps only blocked and info reasons."""
+    if any(r.severity == "blocked" for r in reasons):
+        reasons = [r for r in reasons if r.severity in ("blocked", "info")]
+        reasons.append(
+            make_reason(
+                "not_judged",
+                "info",
+                "blocked: the comparison is shown for diagnosis but was not judged",
+            )
+        )
+    reasons.sort(key=lambda r: -_RANK[r.severity])  # stable within a severity
+    return reasons

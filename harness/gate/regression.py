@@ -26,7 +26,8 @@ and a test that rejects passes its share on to the tests left (weighted Holm ste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -121,56 +122,17 @@ def regression_rule(
     pvals = {"within": within.p_value, "broken": broken.p_value}
     pvals |= {f"critical:{cid}": p for cid, p in crit_p.items()}
 
-    def family(level: float, done: set[str]) -> tuple[AlphaShare, ...]:
-        def keep(name: str, weight: float) -> float:
-            return 0.0 if name in done else weight
-
-        return allocate_alpha(
-            level,
-            [
-                (
-                    "set",
-                    1.0 - critical_share,
-                    [
-                        ("within", keep("within", WITHIN_WEIGHT), within.min_p),
-                        ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken.min_p),
-                    ],
-                ),
-                (
-                    "critical",
-                    critical_share,
-                    [
-                        (f"critical:{cid}", keep(f"critical:{cid}", 1.0), crit_min[cid])
-                        for cid in crit
-                    ],
-                ),
-            ],
-        )
-
-    def step_down(level: float) -> tuple[tuple[AlphaShare, ...], tuple[str, ...]]:
-        # weighted Holm: a rejected test passes its share on to the others, until no
-        # further test rejects (strong family-wise control at `level`)
-        rejected: list[str] = []
-        first: tuple[AlphaShare, ...] | None = None
-        while True:
-            shares = family(level, set(rejected))
-            first = first or shares
-            new = [s.name for s in shares if s.share > 0 and pvals[s.name] <= s.share]
-            if not new:
-                return first, tuple(rejected)
-            rejected += new
-
-    fail_shares, rej_fail = step_down(alpha)
-    warn_shares, rej_warn = step_down(warn_alpha)
-
-    rate_drop = (ba / np.maximum(ma, 1) - ca / np.maximum(na, 1)) if ca.size else np.zeros(0)
-    mean_drop = float(rate_drop.mean()) if ca.size else None
-    hats = pass_hat_k_array(ba, ma, k) - pass_hat_k_array(ca, na, k)
-    hats = hats[~np.isnan(hats)]
-    mean_hat = float(hats.mean()) if hats.size else None
-    broken_ids = tuple(
-        case_ids[int(i)] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
+    family = functools.partial(
+        _family,
+        within_min=within.min_p,
+        broken_min=broken.min_p,
+        critical_min=crit_min,
+        critical_share=critical_share,
     )
+    fail_shares, rej_fail = _step_down(alpha, pvals, family)
+    warn_shares, rej_warn = _step_down(warn_alpha, pvals, family)
+
+    mean_drop, mean_hat, broken_ids = _effect(case_ids, ca, na, ba, ma, k)
     material = (
         bool(broken_ids)
         or (mean_drop is not None and mean_drop >= pass_rate_drop - _EPS)
@@ -198,3 +160,74 @@ def regression_rule(
         material=material,
         failing_critical=failing_critical,
     )
+
+
+def _family(
+    level: float,
+    done: set[str],
+    *,
+    within_min: float,
+    broken_min: float,
+    critical_min: dict[str, float],
+    critical_share: float,
+) -> tuple[AlphaShare, ...]:
+    """Share ``level`` over the family; a test in ``done`` (rejected) passes its weight on."""
+
+    def keep(name: str, weight: float) -> float:
+        return 0.0 if name in done else weight
+
+    return allocate_alpha(
+        level,
+        [
+            (
+                "set",
+                1.0 - critical_share,
+                [
+                    ("within", keep("within", WITHIN_WEIGHT), within_min),
+                    ("broken", keep("broken", 1.0 - WITHIN_WEIGHT), broken_min),
+                ],
+            ),
+            (
+                "critical",
+                critical_share,
+                [
+                    (f"critical:{cid}", keep(f"critical:{cid}", 1.0), min_p)
+                    for cid, min_p in critical_min.items()
+                ],
+            ),
+        ],
+    )
+
+
+def _step_down(
+    level: float,
+    pvals: dict[str, float],
+    family: Callable[[float, set[str]], tuple[AlphaShare, ...]],
+) -> tuple[tuple[AlphaShare, ...], tuple[str, ...]]:
+    """Return the first shares at ``level`` and the tests rejected, in rejection order."""
+    # weighted Holm: a rejected test passes its share on to the others, until no
+    # further test rejects (strong family-wise control at `level`)
+    rejected: list[str] = []
+    first: tuple[AlphaShare, ...] | None = None
+    while True:
+        shares = family(level, set(rejected))
+        first = first or shares
+        new = [s.name for s in shares if s.share > 0 and pvals[s.name] <= s.share]
+        if not new:
+            return first, tuple(rejected)
+        rejected += new
+
+
+def _effect(
+    case_ids: Sequence[str], ca: np.ndarray, na: np.ndarray, ba: np.ndarray, ma: np.ndarray, k: int
+) -> tuple[float | None, float | None, tuple[str, ...]]:
+    """Return the mean pass-rate drop, the mean pass^k drop and the broken cases."""
+    rate_drop = (ba / np.maximum(ma, 1) - ca / np.maximum(na, 1)) if ca.size else np.zeros(0)
+    mean_drop = float(rate_drop.mean()) if ca.size else None
+    hats = pass_hat_k_array(ba, ma, k) - pass_hat_k_array(ca, na, k)
+    hats = hats[~np.isnan(hats)]
+    mean_hat = float(hats.mean()) if hats.size else None
+    broken_ids = tuple(
+        case_ids[int(i)] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
+    )
+    return mean_drop, mean_hat, broken_ids

@@ -271,9 +271,13 @@ class UpstreamClient:
         answering = False
         try:
             resp = self._pool.request(
-                "POST", self._url, body=body, headers=headers, timeout=timeout,
+                "POST",
+                self._url,
+                body=body,
+                headers=headers,
+                timeout=timeout,
                 preload_content=False,
-            )  # fmt: skip
+            )
             if time.monotonic() - sent > bound:  # the status line came too late
                 resp.close()
                 raise UpstreamFault(f"upstream slower than the {bound:g}s bound")

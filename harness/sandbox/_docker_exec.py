@@ -104,24 +104,9 @@ def run_command(
     raw = getattr(sock, "_sock", sock)
     out = Capture(raw, c.output_bytes, sock)
     try:
-        try:
-            ctr.start()
-        except docker.errors.APIError as exc:
-            if not _NOT_FOUND.search(str(exc.explanation or exc)):
-                raise engine_unavailable(
-                    "starting the command container", exc, "start_failed"
-                ) from exc
-            msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
-            return ExecResult(
-                argv=argv,
-                exit_code=127,
-                termination=Termination.EXIT,
-                stderr=msg,
-                stderr_total=len(msg),
-                duration_s=0.0,
-            )
-        except ENGINE_ERRORS as exc:
-            raise engine_unavailable("starting the command container", exc, "start_failed") from exc
+        not_found = _start(ctr, argv)
+        if not_found is not None:
+            return not_found
         t0 = time.monotonic()
         wall0 = time.time()
         out.start()
@@ -130,23 +115,7 @@ def run_command(
                 raw.sendall(stdin)
             with contextlib.suppress(OSError):
                 raw.shutdown(socket.SHUT_WR)
-        killed_pids: float | None = None
-        we_killed = False
-        try:
-            with docker_engine("waiting for the command", "engine_lost"):
-                ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
-        except SandboxUnavailableError as exc:
-            if not isinstance(
-                exc.__cause__,
-                requests.exceptions.ReadTimeout | (requests.exceptions.ConnectionError),
-            ) or (time.monotonic() - t0 < limit_s - 0.05):
-                raise
-            killed_pids = _pids_now(ctr)
-            we_killed = True
-            with docker_engine("killing the command at its deadline", "engine_lost"):
-                with contextlib.suppress(docker.errors.APIError):
-                    ctr.kill()
-                ctr.wait(timeout=60)
+        we_killed, killed_pids = _wait_or_kill(ctr, limit_s, t0)
         duration = time.monotonic() - t0
         out.join(10.0)
         with docker_engine("inspecting the finished command", "container_gone"):
@@ -189,6 +158,57 @@ def run_command(
         stderr_total=out.totals[2],
         duration_s=duration,
     )
+
+
+def _start(ctr: Any, argv: tuple[str, ...]) -> ExecResult | None:
+    """Start the command container; return exit 127 when the engine finds no such command.
+
+    Raises:
+        SandboxUnavailableError: the engine could not start the container.
+    """
+    try:
+        ctr.start()
+    except docker.errors.APIError as exc:
+        if not _NOT_FOUND.search(str(exc.explanation or exc)):
+            raise engine_unavailable("starting the command container", exc, "start_failed") from exc
+        msg = f"{argv[0]}: command not found ({exc.explanation})\n".encode()
+        return ExecResult(
+            argv=argv,
+            exit_code=127,
+            termination=Termination.EXIT,
+            stderr=msg,
+            stderr_total=len(msg),
+            duration_s=0.0,
+        )
+    except ENGINE_ERRORS as exc:
+        raise engine_unavailable("starting the command container", exc, "start_failed") from exc
+    return None
+
+
+def _wait_or_kill(ctr: Any, limit_s: float, t0: float) -> tuple[bool, float | None]:
+    """Wait for the command until ``t0 + limit_s``, else kill it.
+
+    Returns whether we killed it and, if so, how many pids it held right before.
+
+    Raises:
+        SandboxUnavailableError: the engine went away before the deadline.
+    """
+    try:
+        with docker_engine("waiting for the command", "engine_lost"):
+            ctr.wait(timeout=max(limit_s - (time.monotonic() - t0), 0.01))
+    except SandboxUnavailableError as exc:
+        if not isinstance(
+            exc.__cause__,
+            requests.exceptions.ReadTimeout | (requests.exceptions.ConnectionError),
+        ) or (time.monotonic() - t0 < limit_s - 0.05):
+            raise
+        killed_pids = _pids_now(ctr)
+        with docker_engine("killing the command at its deadline", "engine_lost"):
+            with contextlib.suppress(docker.errors.APIError):
+                ctr.kill()
+            ctr.wait(timeout=60)
+        return True, killed_pids
+    return False, None
 
 
 def _pids_now(ctr: Any) -> float | None:

@@ -640,9 +640,15 @@ class DockerSession:
         self._running[ctr.id] = ctr
         try:
             return run_command(
-                self._client, ctr, tuple(argv), c, limit_s, stdin, self._holder_alive,
+                self._client,
+                ctr,
+                tuple(argv),
+                c,
+                limit_s,
+                stdin,
+                self._holder_alive,
                 interrupted=lambda: ctr.id in self._interrupted,
-            )  # fmt: skip
+            )
         finally:
             self._running.pop(ctr.id, None)
             self._interrupted.discard(ctr.id)
