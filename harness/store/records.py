@@ -11,7 +11,7 @@ import enum
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import Field
 
@@ -246,10 +246,7 @@ StepName = Literal[
 ]
 """The steps of a trial whose time the harness records (see :class:`TrialSteps`)."""
 
-STEP_NAMES: Final[tuple[StepName, ...]] = (
-    "workspace", "agent", "candidate", "verifier_tree", "cross_check", "verifier", "feedback",
-    "store",
-)  # fmt: skip
+STEP_NAMES: Final[tuple[StepName, ...]] = get_args(StepName)
 
 
 class TrialSteps(_Frozen):
