@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from harness.decision import RunDecision, decide_run
@@ -29,7 +29,7 @@ from harness.frozen import Frozen as _Frozen
 from harness.gate.decide import Decision, Reason
 from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
-from harness.report.reference import is_reference_edit, reference_paths
+from harness.report.reference import is_reference_edit, patch_paths, reference_patches
 from harness.report.usage import (
     HarnessCost,
     ModelCost,
@@ -280,6 +280,9 @@ class ReportData(ReportCore):
     evaluator_errors: tuple[EvidenceGroup, ...]
     excerpts: dict[str, str]
     """Excerpt id → text, each distinct text once."""
+    reference_patches: dict[str, str] = {}
+    """Case id → the head of its reference solution's patch (case folder digest matching
+    the run's), shown beside a failed trial's diff."""
 
     def arm(self, key: ArmKey) -> ArmView | None:
         """Return the arm with ``key``, or None when the run has no such arm."""
@@ -548,7 +551,8 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         | ({r.case_id for r in dec.comparison.rows} if dec.comparison else set())
     )
     index = {cid: i for i, cid in enumerate(case_ids)}
-    expected = reference_paths(project.cases_dir, release.cases)
+    patches = reference_patches(project.cases_dir, release.cases)
+    expected = {cid: patch_paths(text) for cid, text in patches.items()}
 
     def arm_views(arm: ArmKey, summaries: dict[str, CaseSummary]) -> dict[str, ArmCase]:
         out: dict[str, ArmCase] = {}
@@ -647,7 +651,22 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         decision=dec, arms=tuple(arms), cases=tuple(cases), failures=ordered("fail"),
         infra_errors=ordered("infra_error"), evaluator_errors=ordered("evaluator_error"),
         judgment=tuple(judgment), excerpts=excerpts.texts,
+        reference_patches=_reference_heads(patches, groups["fail"]),
     )  # fmt: skip
+
+
+_REFERENCE_HEAD = 4000
+"""Characters of a reference patch shown beside a failed trial's diff (a diff's preview)."""
+
+
+def _reference_heads(patches: Mapping[str, str], fails: Sequence[EvidenceGroup]) -> dict[str, str]:
+    """Return the reference patches of the cases with a failed candidate trial, cut to a head."""
+    shown = {g.case_id for g in fails if g.arm == "candidate"}
+    return {
+        cid: text if len(text) <= _REFERENCE_HEAD else text[:_REFERENCE_HEAD] + "\n[… cut …]\n"
+        for cid, text in sorted(patches.items())
+        if cid in shown
+    }
 
 
 def _title(role: str, release: str | None) -> str:

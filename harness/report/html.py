@@ -73,13 +73,35 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def _axis_y(x0: float, x1: float, y_of: Any, ticks: Sequence[float]) -> list[Shape]:
+def _axis_y(
+    x0: float, x1: float, y_of: Any, ticks: Sequence[float], fmt: str = "{:g}"
+) -> list[Shape]:
     out: list[Shape] = []
     for t in ticks:
         y = y_of(t)
         out.append(Shape("line", x=x0, y=y, x2=x1, y2=y, cls="grid"))
-        out.append(Shape("text", x=x0 - 6, y=y + 4, text=f"{t:g}", cls="tick", anchor="end"))
+        out.append(Shape("text", x=x0 - 6, y=y + 4, text=fmt.format(t), cls="tick", anchor="end"))
     return out
+
+
+def rate_ticks(lo: float, hi: float) -> tuple[float, float, tuple[float, ...]]:
+    """Round pass-rate axis limits and 2 to 6 ticks on a step a reader can count in.
+
+    The step is 5, 10, 20, 25 or 50 percentage points; the limits are multiples of it that
+    cover ``[lo, hi]`` (within 0 and 1), never a range narrower than one step.
+    """
+    lo, hi = max(0.0, min(lo, 1.0)), min(1.0, max(hi, 0.0))
+    for step in (0.05, 0.1, 0.2, 0.25, 0.5):
+        a = math.floor(lo / step + 1e-9) * step
+        b = math.ceil(hi / step - 1e-9) * step
+        if b - a < step:
+            b = min(1.0, a + step) if a + step <= 1.0 + 1e-9 else b
+            a = b - step
+        a, b = round(a, 10), round(b, 10)
+        count = round((b - a) / step) + 1
+        if count <= 6:
+            return a, b, tuple(round(a + i * step, 10) for i in range(count))
+    return 0.0, 1.0, (0.0, 0.5, 1.0)
 
 
 def forest_plot(arms: Sequence[ArmView]) -> Plot:
@@ -230,11 +252,9 @@ def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
     if not series:
         return None
     width, height, left, right, top, bottom = 560, 180, 44, 14, 10, 30
-    lo = min(min(r) for _, r in series)
-    hi = max(max(r) for _, r in series)
-    lo, hi = max(0.0, math.floor((lo - 0.05) * 20) / 20), min(1.0, math.ceil((hi + 0.05) * 20) / 20)
-    if hi - lo < 0.1:
-        lo, hi = max(0.0, hi - 0.1), max(hi, 0.1)
+    lo, hi, ticks = rate_ticks(
+        min(min(r) for _, r in series) - 0.02, max(max(r) for _, r in series) + 0.02
+    )
     n = max(len(r) for _, r in series)
     span_x, span_y = width - left - right, height - top - bottom
 
@@ -244,7 +264,7 @@ def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
     def y_of(v: float) -> float:
         return top + span_y * (1 - (v - lo) / (hi - lo))
 
-    shapes = _axis_y(left, width - right, y_of, (lo, (lo + hi) / 2, hi))
+    shapes = _axis_y(left, width - right, y_of, ticks, "{:.0%}")
     for arm, runs in series:
         cls = _ARM_CLASS[arm.key]
         for j in range(1, len(runs)):
@@ -258,16 +278,17 @@ def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
                     y=y_of(v),
                     r=3.5,
                     cls=f"pt {cls}",
-                    title=f"{arm.title}: run {j} pass rate {v:.3f}",
+                    title=f"{arm.title}: round {j + 1} pass rate {v:.1%}",
                 )
             )
     for j in range(n):
         if n <= 20 or j % max(1, n // 10) == 0:
-            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14, text=str(j),
+            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14, text=str(j + 1),
                                 cls="tick", anchor="middle"))  # fmt: skip
-    shapes.append(Shape("text", x=left + span_x / 2, y=height - 3, text="run (trial index)",
+    label = "round of trials (round j runs every case once: its j-th trial)"
+    shapes.append(Shape("text", x=left + span_x / 2, y=height - 3, text=label,
                         cls="tick", anchor="middle"))  # fmt: skip
-    return Plot(width, height, "Run-to-run spread: pass rate of each run", tuple(shapes),
+    return Plot(width, height, "Round-to-round spread: pass rate of each round", tuple(shapes),
                 tuple((_ARM_CLASS[a.key], a.title) for a, _ in series))  # fmt: skip
 
 

@@ -19,25 +19,34 @@ from pathlib import Path
 from harness.cases.load import load_case
 from harness.errors import HarnessError
 
-__all__ = ["is_reference_edit", "reference_paths"]
+__all__ = ["is_reference_edit", "patch_paths", "reference_patches", "reference_paths"]
 
 _HEADER = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.M)
 
 
-def reference_paths(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, frozenset[str]]:
-    """Case id → workspace paths its reference patch touches (cases whose digest matches)."""
-    out: dict[str, frozenset[str]] = {}
+def reference_patches(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, str]:
+    """Case id → its reference patch's text (cases whose folder digest matches the run's)."""
+    out: dict[str, str] = {}
     for cid, digest in digests.items():
         try:
             loaded = load_case(cases_dir / cid)
             ref = loaded.case.reference
             if loaded.digest != digest or ref is None:
                 continue
-            text = (loaded.dir / ref.patch).read_text(encoding="utf-8", errors="replace")
+            out[cid] = (loaded.dir / ref.patch).read_text(encoding="utf-8", errors="replace")
         except (HarnessError, OSError):
             continue
-        out[cid] = frozenset(p for p in _HEADER.findall(text) if p != "/dev/null")
     return out
+
+
+def patch_paths(text: str) -> frozenset[str]:
+    """Return the workspace paths a unified diff touches."""
+    return frozenset(p for p in _HEADER.findall(text) if p != "/dev/null")
+
+
+def reference_paths(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, frozenset[str]]:
+    """Case id → workspace paths its reference patch touches (cases whose digest matches)."""
+    return {cid: patch_paths(t) for cid, t in reference_patches(cases_dir, digests).items()}
 
 
 def _entry_path(entry: str) -> str:

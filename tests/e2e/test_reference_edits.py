@@ -32,7 +32,11 @@ def test_reference_style_test_edits_are_noted_not_flagged(tmp_path):
     done = harness(root, "run", "--release", "candidate", "--k", "2", "--case",
                    "trailing-empty-field", timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    [folder] = [p for p in (root / "reports").iterdir() if (p / "report.json").is_file()]
+    [folder] = [
+        p
+        for p in (root / "reports").iterdir()
+        if p.name != "latest" and (p / "report.json").is_file()
+    ]
     doc = json.loads((folder / "report.json").read_text())
     [case] = doc["cases"]
     assert case["case_id"] == "trailing-empty-field"
@@ -43,3 +47,23 @@ def test_reference_style_test_edits_are_noted_not_flagged(tmp_path):
     assert "tampering" not in case["flags"]
     page = (folder / "index.html").read_text()
     assert "⚠ tampering" not in page
+
+
+def test_a_failed_trials_diff_is_shown_beside_the_cases_reference(tmp_path):
+    root = _bundled_copy(tmp_path / "proj")
+    done = harness(root, "run", "--release", "candidate-regressed", "--k", "1", timeout=900)
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
+    trials = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    failed = {t["key"]["case_id"] for t in trials if t["verdict"]["outcome"] == "fail"}
+    assert failed, "the regressed release fails some case at k=1"
+    [folder] = [
+        p
+        for p in (root / "reports").iterdir()
+        if p.name != "latest" and (p / "index.html").is_file()
+    ]
+    pages = "".join(p.read_text() for p in [folder / "index.html", *folder.glob("evidence/*")])
+    assert pages.count('<div class="reference">') >= len(failed)
+    for cid in failed:
+        patch = (root / "cases" / cid / "reference.patch").read_text()
+        first = next(line for line in patch.splitlines() if line.startswith("+++ "))
+        assert first in pages, cid
