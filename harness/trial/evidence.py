@@ -212,6 +212,7 @@ import json
 import os
 import secrets
 import sys
+import unittest  # watched like the runner: its assertions decide unittest-style tests
 from time import monotonic as _monotonic
 
 import pytest
@@ -248,7 +249,11 @@ def _guard_config():
 
 
 _WS, _CANDIDATE, _LOCKED = _guard_config()
-_WATCHED = ("_pytest", "pytest", "pluggy", __name__)
+_WATCHED = ("_pytest", "pytest", "pluggy", "unittest", "builtins", __name__)
+# Checked before every report is made (the rest at most once a second): what makes,
+# carries and judges a test's report, and the builtins tests call.
+_HOT = ("_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
+        "_pytest.outcomes", "_pytest.python_api", "pluggy", "unittest.case", "builtins")
 # State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
 _REBOUND = frozenset(
     (
@@ -276,6 +281,8 @@ def _snapshot(seen, out):
         for key, value in list(d.items()):
             if not key.startswith("__") and name + "." + key not in _REBOUND:
                 out.append((name, d, key, value))
+            if name == "builtins":
+                continue  # the builtin types cannot be changed
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 owner = name + "." + key
                 for ckey, cvalue in list(value.__dict__.items()):
@@ -329,10 +336,14 @@ def _code_of(value):
 
 # The runner's own code, as it was before any other code ran: trusted as it is.
 _KNOWN = {}
+_KNOWN_TYPES = {}
 for _owner, _d, _key, _value in _STATE:
     _c = _code_of(_value)
     if _c is not None:
         _KNOWN[id(_c)] = _c
+    if isinstance(_value, type):
+        _KNOWN_TYPES[id(_value)] = _value
+_HOT_STATE = [e for e in _STATE if e[0].split(".")[0] in _HOT or e[0].startswith(_HOT)]
 _COMPILED = {}
 _SIMPLE = (type(None), bool, int, float, str, bytes)
 
@@ -435,6 +446,56 @@ def _test_ok(item):
     return ok
 
 
+_GLOBALS = {}
+_BUILTIN_NAMES = frozenset(vars(sys.modules["builtins"]))
+
+
+def _module_names(mod):
+    """Names the module's own code binds or reads at its top level (as pytest compiled it)."""
+    real = os.path.realpath(getattr(mod, "__file__", "") or "")
+    names = set()
+    for code in _MODCODES.get(real, {}).values():
+        if code.co_name == "<module>":
+            names.update(code.co_names)
+    return names
+
+
+def _snap_globals(items):
+    """Keep each test module's globals as they are after collection; check what is extra."""
+    for item in items:
+        mod = getattr(item, "module", None)
+        if mod is None or id(mod) in _GLOBALS:
+            continue
+        d = getattr(mod, "__dict__", {})
+        _GLOBALS[id(mod)] = (mod, dict(d))
+        own = _module_names(mod)
+        for key, value in list(d.items()):
+            if own and key not in own and not key.startswith("__") and not _benign(value):
+                _x("test module %s has %s, set by code from %s (not its own)"
+                   % (mod.__name__, key, _where(value)))
+
+
+def _where(value):
+    return _foreign(value) or getattr(_code_of(value), "co_filename", type(value).__name__)
+
+
+def _check_globals(item):
+    """A test module's names rebound, or builtins shadowed, by code not its file's own."""
+    mod = getattr(item, "module", None)
+    kept = _GLOBALS.get(id(mod))
+    if kept is None:
+        return
+    before = kept[1]
+    for key, value in list(mod.__dict__.items()):
+        old = before.get(key, _MISSING)
+        if old is value or key.startswith("__"):
+            continue
+        if isinstance(value, _SIMPLE) and key not in _BUILTIN_NAMES:
+            continue
+        if not _benign(value):
+            _x("test module %s: %s rebound by code from %s" % (mod.__name__, key, _where(value)))
+
+
 def _check_tests(items):
     for item in items:
         if isinstance(item, pytest.Function) and not isinstance(item, _Canary):
@@ -482,15 +543,27 @@ def _verified(value, wrapper=False):
     return False
 
 
-def _benign(value):
-    """Tell whether ``value``, set over a runner attribute, may stand there (deny by default)."""
-    if isinstance(value, _SIMPLE):
-        return True
+def _benign(value, depth=0):
+    """Tell whether ``value``, set over a runner attribute, may stand there (deny by default).
+
+    A function must run its own file's code (:func:`_verified`); a class, or an object of
+    a class, must be one the runner had before any other code ran, a built-in one, or one
+    whose every method runs code of a file the run cannot change.
+    """
+    if isinstance(value, _SIMPLE) or depth > 3:
+        return depth <= 3
     if _code_of(value) is not None:
         return _verified(value)
     inner = getattr(value, "func", None) or getattr(value, "__wrapped__", None)
     if inner is not None and inner is not value:
-        return _benign(inner)
+        return _benign(inner, depth + 1)
+    kind = value if isinstance(value, type) else type(value)
+    if id(kind) in _KNOWN_TYPES or not kind.__flags__ & (1 << 9):  # known, or not a heap type
+        return _foreign(value) is None
+    for member in vars(kind).values():
+        fn = getattr(member, "fget", None) or member
+        if _code_of(fn) is not None and not _verified(fn, wrapper=True):
+            return False
     return _foreign(value) is None
 _REPORTED = set()
 _LAST = [0.0]
@@ -535,8 +608,8 @@ def _foreign(value, depth=0):
     return _foreign_file(where)
 
 
-def _check_state():
-    for owner, d, key, value in _STATE:
+def _check_state(entries=None):
+    for owner, d, key, value in _STATE if entries is None else entries:
         now = d.get(key, _MISSING)
         if now is value:
             continue
@@ -608,6 +681,7 @@ def pytest_collection_finish(session):
         _check_state()
         _check_hooks(session.config)
         _check_tests(session.items)
+        _snap_globals(session.items)
         _emit({"k": "n", "n": len(session.items)})
 
 
@@ -615,6 +689,14 @@ def pytest_collection_finish(session):
 def pytest_runtest_call(item):
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
         _check_tests([item])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # Before the report of each phase is made: what makes and judges it, as loaded.
+    if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
+        _check_state(_HOT_STATE)
+        _check_globals(item)
 
 
 @pytest.hookimpl(tryfirst=True)

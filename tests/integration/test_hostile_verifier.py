@@ -567,6 +567,55 @@ def __getattr__(name):
     raise AttributeError(name)
 """
 
+# A runner class swapped for a subclass that turns failures into passes, put back while
+# its own report is made (so no check between phases sees it).
+CLASS_SWAP = """\
+import sys as _s
+def _swap():
+    rn = _s.modules["_py" + "test.runner"]
+    name = "Test" + "Report"
+    orig = getattr(rn, name)
+    if getattr(orig, "_swapped", False):
+        return
+    def from_item_and_call(cls, item, call):
+        setattr(rn, name, orig)
+        rep = orig.from_item_and_call(item, call)
+        if rep.failed and "canary" not in item.name:
+            rep.outcome, rep.longrepr = "passed", None
+        return rep
+    setattr(rn, name, type(name, (orig,), {"from_item_and_call": classmethod(from_item_and_call),
+                                           "_swapped": True, "__module__": orig.__module__}))
+_real = add
+def add(a, b):
+    _swap()
+    return _real(a, b)
+"""
+
+# The standard library's unittest assertions made to pass anything.
+UNITTEST_NOOP = """\
+import unittest as _u
+def _noop(self, *a, **k):
+    return None
+for _n in ("assertEqual", "assertTrue", "assertIs", "assertIn"):
+    setattr(_u.TestCase, _n, _noop)
+"""
+
+# Candidate code puts a right ``add`` into the test modules that imported the wrong one,
+# and shadows ``type`` there.
+TEST_GLOBALS = """\
+import sys as _s
+def _good(a, b):
+    return a + b
+_wrong = add
+def add(a, b):
+    for m in list(_s.modules.values()):
+        f = getattr(m, "__file__", None) or ""
+        if "/tests/" in f and m.__dict__.get("add") is add:
+            m.__dict__["add"] = _good
+            m.__dict__["type"] = lambda *x: int
+    return _wrong(a, b)
+"""
+
 LATE = {
     **CASE,
     "verifier": {
@@ -587,8 +636,20 @@ LATE = {
         _append(STUB_FINDER),
         EARLY_PROBE,
         _append(SWAP_MODULE),
+        _append(CLASS_SWAP),
+        _append(UNITTEST_NOOP),
+        _append(TEST_GLOBALS),
     ],
-    ids=["hook", "rewrite", "stub_finder", "early_probe", "swap_module"],
+    ids=[
+        "hook",
+        "rewrite",
+        "stub_finder",
+        "early_probe",
+        "swap_module",
+        "class_swap",
+        "unittest_noop",
+        "test_globals",
+    ],
 )
 def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
     root = _project(tmp_path / "p", {"evil": body, "honest": FIX}, LATE)
