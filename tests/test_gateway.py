@@ -211,8 +211,8 @@ def test_stream_cut_short_is_infrastructure(gateway: Gateway, scripted: Scripted
 def test_a_completion_still_arriving_at_the_bound_is_cut_and_the_agents(
     gateway: Gateway, scripted: ScriptedUpstream, stream: bool
 ) -> None:
-    """The upstream answers at once and keeps sending for 6 s under a 2 s bound."""
-    scripted.script.fault, scripted.script.slow_seconds = "trickle", 6.0
+    """The upstream answers at once and keeps sending for 12 s under a 2 s bound."""
+    scripted.script.fault, scripted.script.slow_seconds = "trickle", 12.0
     with _session(gateway, scripted, response_seconds=2, retries=0) as s:
         t0 = time.monotonic()
         status, doc = _request(s.socket_path, s.token, _chat(stream=stream))
@@ -223,7 +223,7 @@ def test_a_completion_still_arriving_at_the_bound_is_cut_and_the_agents(
         # The trial is settled: nothing more reaches the upstream.
         assert _request(s.socket_path, s.token, _chat(history=1))[0] == 403
         assert len(scripted.served) == 1
-    assert elapsed < 5.5, elapsed  # cut at the bound, not when the answer ended
+    assert elapsed < 9.0, elapsed  # cut at the bound (2 s), not when the answer ended (12 s)
     usage = s.usage()
     assert usage.fault is None
     assert usage.budget and "response_seconds" in usage.budget, usage.budget

@@ -343,7 +343,7 @@ for _owner, _d, _key, _value in _STATE:
         _KNOWN[id(_c)] = _c
     if isinstance(_value, type):
         _KNOWN_TYPES[id(_value)] = _value
-_HOT_STATE = [e for e in _STATE if e[0].split(".")[0] in _HOT or e[0].startswith(_HOT)]
+_HOT_STATE = [e for e in _STATE if e[0].startswith(_HOT)]
 _COMPILED = {}
 _SIMPLE = (type(None), bool, int, float, str, bytes)
 
@@ -535,12 +535,10 @@ def _verified(value, wrapper=False):
         return False
     if os.path.realpath(where) != os.path.realpath(path):
         return False
-    for rewrite in (False, True):
-        for c in _compiled(path, rewrite):
-            if c.co_firstlineno == code.co_firstlineno and c.co_name == code.co_name and c == code:
-                _KNOWN[id(code)] = code
-                return True
-    return False
+    if not _own_code(code, os.path.realpath(path)):
+        return False
+    _KNOWN[id(code)] = code
+    return True
 
 
 def _benign(value, depth=0):
@@ -617,8 +615,7 @@ def _check_state(entries=None):
             _x("runner attribute deleted: %s.%s" % (owner, key))
             continue
         if not _benign(now):
-            where = _foreign(now) or getattr(_code_of(now), "co_filename", "?")
-            _x("runner attribute %s.%s replaced by code from %s" % (owner, key, where))
+            _x("runner attribute %s.%s replaced by code from %s" % (owner, key, _where(now)))
 
 
 def _check_hooks(config):
@@ -631,8 +628,7 @@ def _check_hooks(config):
         for impl in get() if get is not None else ():
             fn = getattr(impl, "function", None)
             if not _verified(fn):
-                where = _foreign(fn) or getattr(_code_of(fn), "co_filename", repr(fn)[:80])
-                _x("hook %s implemented by code not its file's own: %s" % (hook_name, where))
+                _x("hook %s implemented by code not its file's own: %s" % (hook_name, _where(fn)))
 
 
 def _junit_id(config, nodeid):

@@ -320,10 +320,12 @@ def _lock(dest: Path, rules: _Rules, vt: VerificationTree) -> None:
     before its source, so a cache planted at run time would stand in for a locked test.
     """
     kept = set(vt.candidate)
-    for rel in sorted(_entries(dest)):
-        if rel.rsplit("/", 1)[-1] == "__pycache__":
+    entries = {}
+    for rel, st in sorted(_entries(dest).items()):
+        if "__pycache__" not in rel.split("/"):
+            entries[rel] = st
+        elif rel.rsplit("/", 1)[-1] == "__pycache__":
             _remove(dest / rel)  # a nested one may be gone with its parent already
-    entries = _entries(dest)
     locked = [
         rel
         for rel, st in sorted(entries.items())

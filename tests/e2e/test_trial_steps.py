@@ -13,8 +13,9 @@ from harness.store.records import STEP_NAMES
 
 pytestmark = pytest.mark.integration
 
-# Bookkeeping between steps (a few calls, a list append) is all the steps leave out.
-_MARGIN_S = 0.25
+# Bookkeeping between steps (a few calls, a list append) is all the steps leave out; the
+# margin is wide for a loaded machine (each step is also checked to be there, below).
+_MARGIN_S = 1.0
 
 
 def _run(project: Path, release: str) -> str:
