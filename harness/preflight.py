@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.cases.load import LoadedCase
 from harness.digest import digest_json, short
+from harness.env.model import BuiltEnv
 from harness.env.plan import PreparedEnvs, prepare_envs, prepare_for_backend
 from harness.errors import InfraError
 from harness.project import Project
@@ -79,8 +82,13 @@ def preflight(
     images: Mapping[str, str] | None = None,
     downgrade: frozenset[str] = frozenset(),
     on_case: Callable[[str, str], None] | None = None,
+    jobs: int = 1,
 ) -> list[str]:
     """Validate every not-yet-validated (case, environment) pair; return the ones validated now.
+
+    Up to ``jobs`` pairs are proven at once (each proof is two verifier runs in sandboxes
+    of their own). Every proof that passed is cached, whatever happens to the others; the
+    first pair in case order that failed is the one reported.
 
     Raises:
         InfraError: a pair failed its proof (reason ``preflight_failed``, exit 4); the
@@ -88,7 +96,7 @@ def preflight(
     """
     images = images or {}
     folder = store_dir / PREFLIGHT_DIR
-    done: list[str] = []
+    todo: list[tuple[LoadedCase, str | None, Path]] = []
     for lc in cases:
         env = envs.cases.get(lc.id)
         case = lc.case
@@ -96,47 +104,86 @@ def preflight(
             continue
         image = images.get(lc.id)
         stamp = folder / f"{short(_key(lc, env.digest, backend, image), 32)}.json"
-        if stamp.is_file():
-            continue
-        if on_case is not None:
+        if not stamp.is_file():
+            todo.append((lc, image, stamp))
+
+    def prove(lc: LoadedCase, image: str | None) -> ValidationResult:
+        env = envs.cases[lc.id]
+        if on_case is not None:  # when its proof starts (the callback must be thread-safe)
             on_case(lc.id, env.digest)
-        result = validate_case(lc, sandbox, downgrade, environment=env, image=image)
-        problem = result.message if result.status != "ok" else red_problem(result)
+        return validate_case(lc, sandbox, downgrade, environment=env, image=image)
+
+    results: list[ValidationResult] = []
+    workers = max(1, min(jobs, len(todo)))
+    queue = iter(todo)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
+        running: deque[Future[ValidationResult]] = deque()
+
+        def fill() -> None:  # at most ``workers`` proofs started and not yet read
+            while len(running) < workers and (nxt := next(queue, None)) is not None:
+                running.append(pool.submit(prove, nxt[0], nxt[1]))
+
+        fill()
+        while running:  # read in case order; after a failure nothing new starts
+            results.append(running.popleft().result())
+            if _problem(results[-1]) is not None:
+                break
+            fill()
+    done: list[str] = []
+    for (lc, image, stamp), result in zip(todo, results, strict=False):  # up to a failure
+        problem = _problem(result)
         if problem is not None:
-            excerpt = " ".join(result.red_excerpt.split())[-500:]
-            ident = env.identity
-            dists = ", ".join(
-                f"{n}=={d['version']}" for n, d in sorted(ident.distributions.items())
-            )
-            raise InfraError(
-                f"preflight: case {lc.id} v{lc.version} does not validate in environment "
-                f"{short(env.digest)} ({ident.implementation} {ident.version}; {dists}): "
-                f"{problem}"
-                + (f" · red output: {excerpt}" if excerpt else "")
-                + " · no trial was run",
-                reason="preflight_failed",
-            )
-        folder.mkdir(parents=True, exist_ok=True)
-        part = stamp.with_suffix(".part")
-        part.write_text(
-            json.dumps(
-                {
-                    "case": lc.id,
-                    "version": lc.version,
-                    "case_digest": lc.digest,
-                    "environment": env.digest,
-                    "backend": backend,
-                    "image": image,
-                    "red": result.red.reason if result.red else None,
-                    "green": result.green.reason if result.green else None,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
-        part.replace(stamp)
+            raise _refusal(lc, envs.cases[lc.id], result, problem)
+        _stamp(stamp, lc, envs.cases[lc.id].digest, backend, image, result)
         done.append(lc.id)
     return done
+
+
+def _refusal(lc: LoadedCase, env: BuiltEnv, result: ValidationResult, problem: str) -> InfraError:
+    excerpt = " ".join(result.red_excerpt.split())[-500:]
+    ident = env.identity
+    dists = ", ".join(f"{n}=={d['version']}" for n, d in sorted(ident.distributions.items()))
+    return InfraError(
+        f"preflight: case {lc.id} v{lc.version} does not validate in environment "
+        f"{short(env.digest)} ({ident.implementation} {ident.version}; {dists}): {problem}"
+        + (f" · red output: {excerpt}" if excerpt else "")
+        + " · no trial was run",
+        reason="preflight_failed",
+    )
+
+
+def _problem(result: ValidationResult) -> str | None:
+    return result.message if result.status != "ok" else red_problem(result)
+
+
+def _stamp(
+    stamp: Path,
+    lc: LoadedCase,
+    env_digest: str,
+    backend: str,
+    image: str | None,
+    result: ValidationResult,
+) -> None:
+    """Cache one pair's proof (written whole, then renamed into place)."""
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    part = stamp.with_suffix(".part")
+    part.write_text(
+        json.dumps(
+            {
+                "case": lc.id,
+                "version": lc.version,
+                "case_digest": lc.digest,
+                "environment": env_digest,
+                "backend": backend,
+                "image": image,
+                "red": result.red.reason if result.red else None,
+                "green": result.green.reason if result.green else None,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
+    part.replace(stamp)
 
 
 def validate_in_envs(
@@ -175,6 +222,7 @@ def preflight_run(
     plan: PlannedRun,
     *,
     on_case: Callable[[str, str], None] | None = None,
+    jobs: int = 1,
 ) -> list[str]:
     """Run :func:`preflight` for a planned run, on its backend and case images."""
     if not plan.envs.cases:
@@ -190,4 +238,5 @@ def preflight_run(
         images=plan.record.system.get("case_images", {}),
         downgrade=frozenset(plan.record.downgrade),
         on_case=on_case,
+        jobs=jobs,
     )

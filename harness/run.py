@@ -11,6 +11,7 @@ again; only the coordinator writes records.
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -279,7 +280,7 @@ def run_release(
         removed = sweep_orphans(plan.record.backend)
         if removed:
             obs.swept(removed)
-        _preflight(project, plan, obs)
+        _preflight(project, plan, obs, request.jobs or os.cpu_count() or 1)
         link = getattr(served, "link", None)  # where Dask workers reach the gateway
         executor = make_executor(request.executor, request.scheduler, request.jobs, link)
     except BaseException:
@@ -321,8 +322,8 @@ def run_release(
     return RunOutcome(handle.run_id, decision, reports)
 
 
-def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
-    """Prove each (case, environment) pair red and green before the first trial."""
+def _preflight(project: Project, plan: PlannedRun, obs: RunObserver, jobs: int) -> None:
+    """Prove each (case, environment) pair red and green before any trial, ``jobs`` at once."""
     from harness.preflight import preflight_run
 
     done = preflight_run(
@@ -331,6 +332,7 @@ def _preflight(project: Project, plan: PlannedRun, obs: RunObserver) -> None:
         on_case=lambda cid, env: obs.note(
             f"preflight: validating {cid} in environment {env[7:19]}"
         ),
+        jobs=jobs,
     )
     if done:
         obs.note(f"preflight: {len(done)} case(s) validated red and green")
