@@ -91,6 +91,36 @@ def test_a_workspace_pytest_package_does_not_stand_in_for_pytest(tmp_path):
     assert done.returncode == 1 and junit is not None
 
 
+DECORATED = """\
+import functools
+from unittest import mock
+
+from hypothesis import given, settings, strategies as st
+
+from lib import X
+
+
+@settings(max_examples=3, database=None)
+@given(st.integers())
+def test_given(n):
+    assert n - n + X == 2
+
+
+@mock.patch("lib.X", 5)
+def test_patched():
+    import lib
+    assert lib.X == 5
+"""
+
+
+def test_tests_under_library_decorators_are_their_modules_own(tmp_path):
+    """hypothesis's generated wrapper and mock's ``functools.wraps`` wrapper are not tampering."""
+    locked = {"tests/test_deco.py": DECORATED}
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+
+
 def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
     junit = b'<testsuite><testcase classname="t" name="a"/></testsuite>'
     assert check_canary(junit, "n", guarded=False) == (junit, None)

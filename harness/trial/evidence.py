@@ -212,6 +212,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 import unittest  # watched like the runner: its assertions decide unittest-style tests
 from time import monotonic as _monotonic
 
@@ -431,19 +432,83 @@ def _test_ok(item):
     f = getattr(fn, "__func__", fn)
     if isinstance(where, str):
         real = os.path.realpath(where)
-        for _ in range(16):
+        for depth in range(16):
             code = getattr(f, "__code__", None)
             if code is None:
                 break
             if _own_code(code, real):
                 ok = True
+                if depth:  # reached through decorators: proven to run when it passes
+                    _WRAPPED[key] = (fn, code)
                 break
-            if not _verified(f, wrapper=True):
-                break
-            inner = getattr(f, "__wrapped__", None)
+            if _verified(f, wrapper=True):
+                inner = getattr(f, "__wrapped__", None)
+                if inner is None:  # hypothesis keeps the test it wraps here
+                    inner = getattr(getattr(fn, "hypothesis", None), "inner_test", None)
+            else:
+                inner = _trampoline(f)
             f = getattr(inner, "__func__", inner)
     _TESTS_OK[key] = (fn, ok)
     return ok
+
+
+# What a generated signature-keeping wrapper (hypothesis's) may do: call the one function in
+# its closure with its own arguments and return the result; no names, no handlers.
+_TRAMPOLINE_OPS = frozenset(
+    (
+        "CACHE", "NOP", "RESUME", "COPY_FREE_VARS", "MAKE_CELL", "PUSH_NULL", "LOAD_DEREF",
+        "LOAD_FAST", "LOAD_CONST", "KW_NAMES", "PRECALL", "CALL", "CALL_FUNCTION_EX",
+        "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "LIST_EXTEND", "LIST_TO_TUPLE", "DICT_MERGE",
+        "RETURN_VALUE",
+    )
+)
+
+
+def _trampoline(f):
+    """The function a pure trampoline ``f`` calls, else ``None``.
+
+    Whatever it is, the test it leads to passes only if its own code was seen to start.
+    """
+    import dis
+
+    code = getattr(f, "__code__", None)
+    cells = getattr(f, "__closure__", None) or ()
+    if code is None or len(cells) != 1 or code.co_names or code.co_exceptiontable:
+        return None
+    if any(not isinstance(c, _SIMPLE) for c in code.co_consts):
+        return None
+    if any(i.opname not in _TRAMPOLINE_OPS for i in dis.get_instructions(code)):
+        return None
+    try:
+        target = cells[0].cell_contents
+    except ValueError:
+        return None
+    return target if _code_of(target) is not None else None
+
+
+# Tests reached through decorators: a decorator's wrapper runs what its closure holds, and
+# ``__wrapped__`` is only an attribute. Such a test passes only if its own code ran.
+_WRAPPED = {}
+
+
+def _watch_own_code(item):
+    """Arm a profile hook that notes when the test's own code starts; ``None`` if direct."""
+    fn = getattr(item, "obj", None)
+    entry = _WRAPPED.get(id(fn))
+    if entry is None or entry[0] is not fn:
+        return None
+    code, seen = entry[1], []
+    before = sys.getprofile()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            seen.append(True)
+            sys.setprofile(before)
+            threading.setprofile(before)
+
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    return seen, before
 
 
 _GLOBALS = {}
@@ -529,7 +594,10 @@ def _verified(value, wrapper=False):
     path = code.co_filename
     if not _fixed_file(path):
         return False
-    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
+    # The module whose namespace the function runs in (``functools.wraps`` copies the
+    # wrapped function's ``__module__`` onto a wrapper: that name says nothing).
+    name = fn.__globals__.get("__name__")
+    mod = sys.modules.get(name) if isinstance(name, str) else None
     where = getattr(mod, "__file__", None)
     if mod is None or mod.__dict__ is not fn.__globals__ or not isinstance(where, str):
         return False
@@ -681,10 +749,20 @@ def pytest_collection_finish(session):
         _emit({"k": "n", "n": len(session.items)})
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
+    watch = None
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
         _check_tests([item])
+        watch = _watch_own_code(item)
+    outcome = yield
+    if watch is not None:
+        seen, before = watch
+        sys.setprofile(before)
+        threading.setprofile(before)
+        if not seen and outcome.excinfo is None:
+            _x("test %s passed without running its own code (a decorator ran something else)"
+               % item.nodeid)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -261,7 +261,9 @@ def _script(body: str, hidden: Path) -> str:
     return head + body + tail
 
 
-def _project(root: Path, releases: dict[str, str], case: dict | None = None) -> Path:
+def _project(
+    root: Path, releases: dict[str, str], case: dict | None = None, hidden_test: str | None = None
+) -> Path:
     d = root / "cases" / "calc"
     (d / "repo" / "tests").mkdir(parents=True)
     (d / "repo" / "calc.py").write_text(
@@ -275,7 +277,7 @@ def _project(root: Path, releases: dict[str, str], case: dict | None = None) -> 
     )
     (d / "hidden").mkdir()
     (d / "hidden" / "test_hidden_add.py").write_text(
-        "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
+        hidden_test or "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
     )
     (d / "reference.patch").write_text(PATCH)
     (d / "case.yaml").write_text(yaml.safe_dump(case or CASE, sort_keys=False))
@@ -626,6 +628,57 @@ LATE = {
         "hidden": [{"src": "hidden/test_hidden_add.py", "dest": "tests/test_z_add.py"}],
     },
 }
+
+
+# Hidden tests decorated by the standard library (``unittest.mock.patch`` on a function and
+# on a method): an honest fix passes them (the wrapper's code is the library's own).
+# (``mock.patch``'s wrapper carries the test's ``__module__``: it was once refused, and
+# every honest trial failed as tampering; tests/test_runner_guard.py has hypothesis's.)
+PATCHED_TESTS = """\
+import unittest
+from unittest import mock
+
+import calc
+
+
+@mock.patch("calc.mul", return_value=0)
+def test_add(m):
+    assert calc.add(2, 2) == 4 and calc.mul(3, 3) == 0
+
+
+class AddTests(unittest.TestCase):
+    @mock.patch.object(calc, "mul", return_value=1)
+    @mock.patch("os.getcwd", return_value="/")
+    def test_add_twice(self, cwd, m):
+        self.assertEqual(calc.add(1, 1), 2)
+"""
+
+# Candidate code makes ``mock.patch`` return the library's own wrapper (its code, its
+# module) around a stub, with the real test set as ``__wrapped__``.
+FORGED_WRAPPER = """\
+from unittest import mock as _m
+_real = _m._patch.decorate_callable
+def _stub(*a, **k):
+    return None
+def _forge(self, func):
+    fake = _real(self, _stub)  # the library's own wrapper, around a stub
+    fake.__wrapped__ = func
+    return fake
+_m._patch.decorate_callable = _forge
+"""
+
+
+@pytest.mark.parametrize("backend", ["local"])
+def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_not(
+    tmp_path, backend
+):
+    releases = {"evil": _append(FORGED_WRAPPER), "honest": FIX}
+    root = _project(tmp_path / "p", releases, LATE, hidden_test=PATCHED_TESTS)
+    honest = _run(root, "honest", backend)
+    assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
+    assert t["attempts"][0]["tampering"], t["attempts"][0]
 
 
 @pytest.mark.parametrize(
