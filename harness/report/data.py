@@ -368,10 +368,17 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
                 for key, value in a.claim.usage.items():
                     usage[key] = usage.get(key, 0.0) + float(value)
         with_usage += used
-    return ArmCost(trials=trials, attempts=attempts, agent_seconds=agent,
-                   verifier_seconds=verifier, usage=dict(sorted(usage.items())),
-                   trials_with_usage=with_usage, model=model_cost(records),
-                   verify=verify_cost(records), harness=harness_cost(records))  # fmt: skip
+    return ArmCost(
+        trials=trials,
+        attempts=attempts,
+        agent_seconds=agent,
+        verifier_seconds=verifier,
+        usage=dict(sorted(usage.items())),
+        trials_with_usage=with_usage,
+        model=model_cost(records),
+        verify=verify_cost(records),
+        harness=harness_cost(records),
+    )
 
 
 def _seconds(records: Sequence[RunRecord]) -> float:
@@ -395,8 +402,14 @@ def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
     )
 
 
-def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
-              excerpts: _Excerpts, expected: frozenset[str] = frozenset()) -> Evidence:  # fmt: skip
+def _evidence(
+    rec: RunRecord,
+    arm: ArmKey,
+    anchor: str,
+    paths: _Paths,
+    excerpts: _Excerpts,
+    expected: frozenset[str] = frozenset(),
+) -> Evidence:
     last = rec.attempts[-1]
     bound, phase = None, None
     for ph in (last.verifier, last.agent):
@@ -404,9 +417,10 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
             bound, phase = ph.bound, ph.phase
             break
     agent_failed = last.agent is not None and (
-        last.verifier is None or last.agent.bound is not None
+        last.verifier is None
+        or last.agent.bound is not None
         or rec.verdict.failure_type in (FailureType.AGENT_ERROR, FailureType.TIMEOUT)
-    )  # fmt: skip
+    )
     refs = [paths.record(rec)]
     for label, digest in (
         ("verifier stdout", last.verifier.stdout_blob if last.verifier else None),
@@ -424,16 +438,25 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
     claim = last.claim
     touched = ordered_union(rec.attempts, "tampering")
     return Evidence(
-        anchor=anchor, arm=arm, case_id=rec.key.case_id, trial=rec.key.trial,
-        kind=_KIND[rec.outcome], outcome=rec.outcome, failure_type=rec.verdict.failure_type,
-        reason=rec.verdict.reason, bound=bound, bound_phase=phase,
+        anchor=anchor,
+        arm=arm,
+        case_id=rec.key.case_id,
+        trial=rec.key.trial,
+        kind=_KIND[rec.outcome],
+        outcome=rec.outcome,
+        failure_type=rec.verdict.failure_type,
+        reason=rec.verdict.reason,
+        bound=bound,
+        bound_phase=phase,
         failing_tests=rec.verdict.failing_tests,
-        failed_checks=tuple(f"{c.name}: {c.detail}" if c.detail else c.name
-                            for c in rec.verdict.checks if not c.ok),
+        failed_checks=tuple(
+            f"{c.name}: {c.detail}" if c.detail else c.name for c in rec.verdict.checks if not c.ok
+        ),
         candidate_digest=last.candidate_digest,
         excerpt=excerpts.add(last.verifier.excerpt if last.verifier else None),
         agent_excerpt=excerpts.add(last.agent.excerpt if last.agent and agent_failed else None),
-        attempts=_attempt_views(rec), stop_reason=rec.stop_reason,
+        attempts=_attempt_views(rec),
+        stop_reason=rec.stop_reason,
         claim_status=claim.status if claim else None,
         claimed_success=claim.claimed_success if claim else None,
         paths=tuple(refs),
@@ -442,13 +465,27 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         left_out=ordered_union(rec.attempts, "left_out"),
         overhead_s=rec.overhead_s(),
         verifier_s=sum(a.verifier.duration_s for a in rec.attempts if a.verifier),
-    )  # fmt: skip
+    )
 
 
-def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
-           regression: bool, improvement: bool, broken: bool) -> tuple[str, ...]:  # fmt: skip
-    flags = [name for name, on in (("regression", regression), ("improvement", improvement),
-                                   ("broken", broken), ("critical", critical)) if on]  # fmt: skip
+def _flags(
+    view_c: ArmCase | None,
+    view_b: ArmCase | None,
+    critical: bool,
+    regression: bool,
+    improvement: bool,
+    broken: bool,
+) -> tuple[str, ...]:
+    flags = [
+        name
+        for name, on in (
+            ("regression", regression),
+            ("improvement", improvement),
+            ("broken", broken),
+            ("critical", critical),
+        )
+        if on
+    ]
     sums = [v.summary for v in (view_c, view_b) if v is not None]
     if any(s.label == "flaky" for s in sums):
         flags.append("flaky")
@@ -461,22 +498,27 @@ def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
     return tuple(flags)
 
 
-def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[RunRecord],
-              claims: ClaimStats | None,
-              expected: frozenset[str] = frozenset()) -> ArmCase:  # fmt: skip
+def _arm_case(
+    summary: CaseSummary,
+    marks: tuple[Mark, ...],
+    records: Sequence[RunRecord],
+    claims: ClaimStats | None,
+    expected: frozenset[str] = frozenset(),
+) -> ArmCase:
     return ArmCase(
         summary=summary,
         marks=marks,
         claims=claims,
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
-        model=model_cost(records), verify=verify_cost(records) if records else None,
+        model=model_cost(records),
+        verify=verify_cost(records) if records else None,
         tampered=sum(
             any(not is_reference_edit(t, expected) for a in r.attempts for t in a.tampering)
             for r in records
         ),
         seconds=_seconds(records),
         left_out=sum(any(a.left_out for a in r.attempts) for r in records),
-    )  # fmt: skip
+    )
 
 
 # ----------------------------------------------------------------------------- building
@@ -494,8 +536,9 @@ def build_report(project: Project, store: Store, run_id: str) -> ReportData:
     return build_report_and_decision(project, store, run_id)[0]
 
 
-def build_report_and_decision(project: Project, store: Store, run_id: str
-                              ) -> tuple[ReportData, RunDecision, list[RunRecord]]:  # fmt: skip
+def build_report_and_decision(
+    project: Project, store: Store, run_id: str
+) -> tuple[ReportData, RunDecision, list[RunRecord]]:
     """Like :func:`build_report`, also returning the decision and the records it read."""
     cached = _OnceStore(store)
     decision = decide_run(project, cached, run_id)
@@ -820,19 +863,32 @@ def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
 
 
 def _policy_critical(dec: Decision) -> set[str]:
-    return {str(r.data["case_id"]) for r in dec.reasons
-            if r.code == "critical_case_broken" and "case_id" in r.data}  # fmt: skip
+    return {
+        str(r.data["case_id"])
+        for r in dec.reasons
+        if r.code == "critical_case_broken" and "case_id" in r.data
+    }
 
 
-def _arm_view(key: ArmKey, title: str, release: str, summary: ArmSummary,
-              by_case: dict[str, list[RunRecord]], trials: Sequence[RunRecord],
-              arm: Arm) -> ArmView:  # fmt: skip
+def _arm_view(
+    key: ArmKey,
+    title: str,
+    release: str,
+    summary: ArmSummary,
+    by_case: dict[str, list[RunRecord]],
+    trials: Sequence[RunRecord],
+    arm: Arm,
+) -> ArmView:
     scored = [r for rs in by_case.values() for r in rs]
     everything = [r for r in trials if r.key.arm is arm]
     return ArmView(
-        key=key, title=title, release=release, summary=summary,
-        claims=claim_stats(scored), cost=_cost(everything),
+        key=key,
+        title=title,
+        release=release,
+        summary=summary,
+        claims=claim_stats(scored),
+        cost=_cost(everything),
         attempts_used=dict(sorted(Counter(len(r.attempts) for r in scored).items())),
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in scored).items())),
         runs=_runs(scored),
-    )  # fmt: skip
+    )
