@@ -837,7 +837,7 @@ def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
     """Case id → why the gate names it: regression, broken, or a reason code.
 
     Read generically from the decision: the comparison's regressions and broken cases, and
-    every reason whose data names a case (``case_id``) or several (``cases``), whatever
+    every reason that names cases (:meth:`~harness.gate.rules.Reason.named_cases`), whatever
     the rule. Info-level mentions count too: a named case is one a reviewer must look at.
     """
     named: dict[str, list[str]] = {}
@@ -853,21 +853,13 @@ def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
         for cid in dec.comparison.regressions:
             add(cid, "regression")
     for r in dec.reasons:
-        if "case_id" in r.data:
-            add(r.data["case_id"], r.code)
-        cases = r.data.get("cases")
-        if isinstance(cases, list | tuple):
-            for cid in cases:
-                add(cid, r.code)
+        for cid in r.named_cases():
+            add(cid, r.code)
     return {cid: tuple(tags) for cid, tags in named.items()}
 
 
 def _policy_critical(dec: Decision) -> set[str]:
-    return {
-        str(r.data["case_id"])
-        for r in dec.reasons
-        if r.code == "critical_case_broken" and "case_id" in r.data
-    }
+    return {cid for r in dec.reasons if r.code == "critical_case_broken" for cid in r.named_cases()}
 
 
 def _arm_view(

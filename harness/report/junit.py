@@ -44,14 +44,6 @@ def _rate(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _names(r: Reason) -> list[str]:
-    """Return the cases a reason is about: its ``case_id``, else its ``cases`` list."""
-    if "case_id" in r.data:
-        return [str(r.data["case_id"])]
-    cases = r.data.get("cases")
-    return [str(c) for c in cases] if isinstance(cases, list | tuple) else []
-
-
 def gate_blame(data: ReportData) -> tuple[dict[str, list[Reason]], dict[str, list[Reason]]]:
     """Split the reasons naming each case: (warn/fail reasons, info reasons).
 
@@ -62,7 +54,7 @@ def gate_blame(data: ReportData) -> tuple[dict[str, list[Reason]], dict[str, lis
     info: dict[str, list[Reason]] = {}
     for r in data.reasons:
         serious = r.severity in ("warn", "fail") and data.verdict in ("warn", "fail")
-        for cid in _names(r):
+        for cid in r.named_cases():
             (blame if serious else info).setdefault(cid, []).append(r)
     return blame, info
 
