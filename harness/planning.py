@@ -30,6 +30,7 @@ from harness.sandbox.owner import owned_prefix
 from harness.store.baseline import Baseline, load_baseline
 from harness.store.records import Arm, ReleaseRecord, TrialKey
 from harness.store.store import Store
+from harness.system import SystemDefinition
 from harness.trial.spec import TrialSpec
 from harness.version import __version__
 
@@ -132,17 +133,17 @@ def plan_run(
     sysdef, envs, images = _candidate_system(
         project, release_name, release, cases, ts_digest, backend
     )
-    sys_digest = digest_json(sysdef)
+    sys_digest = sysdef.digest()
     pol = policy_data(policy) if policy is not None else None
 
     base = load_baseline(project.baselines_dir, baseline) if baseline is not None else None
     base_release: Release | None = None
-    base_def: dict[str, Any] = {}
+    base_def: SystemDefinition | None = None
     if base is not None and baseline is not None:
         base_release, base_def = _baseline_system(
             project, base, baseline, cases, ts_digest, backend, envs, images
         )
-    base_digest = digest_json(base_def) if base is not None else None
+    base_digest = base_def.digest() if base_def is not None else None
     pool_key = _pool_key(policy, base, baseline, base_def, backend, model_replay)
 
     identity = {
@@ -251,14 +252,14 @@ def _candidate_system(
     cases: Sequence[LoadedCase],
     ts_digest: str,
     backend: str,
-) -> tuple[dict[str, Any], PreparedEnvs, dict[str, str]]:
+) -> tuple[SystemDefinition, PreparedEnvs, dict[str, str]]:
     """Return the candidate's system definition, its prepared environments and case images."""
     sysdef = project.system_definition(release_name, ts_digest, __version__)
     envs, env_bases = prepare_for_backend(project, cases, {release_name: release}, backend)
-    sysdef.update(envs.system_entry(release_name, [lc.id for lc in cases]))
     images = case_images(cases, env_bases) if backend == "docker" else {}
-    if images:
-        sysdef["case_images"] = images
+    sysdef = sysdef.replace(
+        **envs.system_entry(release_name, [lc.id for lc in cases]), case_images=images or None
+    )
     return sysdef, envs, images
 
 
@@ -271,30 +272,29 @@ def _baseline_system(
     backend: str,
     envs: PreparedEnvs,
     images: Mapping[str, str],
-) -> tuple[Release, dict[str, Any]]:
+) -> tuple[Release, SystemDefinition]:
     """Return the stored baseline's release and its system definition as it runs now.
 
     Adds the baseline agent's prepared environment to ``envs``.
     """
     base_release = base.release_definition
-    base_def = dict(
-        base.file.release.system, task_set_digest=ts_digest, harness_version=__version__
-    )
-    # What actually runs now: the harness's own agent code and case images.
-    base_def["agent_code"] = agent_code_digests(base_release)
-    if base_release.agent.files or "agent_files" in base_def:
+    stored = base.file.release.system
+    if base_release.agent.files or stored.agent_files is not None:
         try:
             now = project.agent_file_digests(name, base_release)
         except ConfigError as exc:
             raise base.stale(exc.message) from None
         base.check_agent_files(now)
-    base_def.pop("case_images", None)
-    for key in ("environments", "agent_environment"):
-        base_def.pop(key, None)
     envs.agents.update(prepare_for_backend(project, (), {name: base_release}, backend)[0].agents)
-    base_def.update(envs.system_entry(name, [lc.id for lc in cases]))
-    if images:
-        base_def["case_images"] = images
+    # What actually runs now: this task set and harness, the harness's own agent code, this
+    # run's environments and case images.
+    base_def = stored.replace(
+        task_set_digest=ts_digest,
+        harness_version=__version__,
+        agent_code=agent_code_digests(base_release),
+        **envs.system_entry(name, [lc.id for lc in cases]),
+        case_images=dict(images) or None,
+    )
     return base_release, base_def
 
 
@@ -316,7 +316,7 @@ def _pool_key(
     policy: Policy | None,
     base: Baseline | None,
     name: str | None,
-    base_def: dict[str, Any],
+    base_def: SystemDefinition | None,
     backend: str,
     model_replay: str | None,
 ) -> PoolKey | None:
@@ -326,7 +326,13 @@ def _pool_key(
         ConfigError: live baseline trials together with ``--model-replay`` (one arm cannot
             mix live and replayed trials yet).
     """
-    if policy is None or policy.baseline.pool is None or base is None or name is None:
+    if (
+        policy is None
+        or policy.baseline.pool is None
+        or base is None
+        or name is None
+        or base_def is None
+    ):
         return None
     if model_replay is not None and policy.baseline.pool.live_trials > 0:
         raise ConfigError(
@@ -455,7 +461,7 @@ def _spec(
         system_digest=arm.system_digest,
         backend=record.backend,
         downgrade=frozenset(record.downgrade),
-        image=record.system.get("case_images", {}).get(lc.id),
+        image=(record.system.case_images or {}).get(lc.id),
         replay_tarball=replay,
         run_seed=record.seed,
         environment=envs.cases.get(lc.id),
@@ -535,10 +541,10 @@ def check_system_unchanged(
         record.backend,
         verify=True,
     )
-    sysdef.update(now_envs.system_entry(record.release, [lc.id for lc in cases]))
-    if "case_images" in record.system:
-        sysdef["case_images"] = case_images(cases, bases)
-    digest = digest_json(sysdef)
+    sysdef = sysdef.replace(**now_envs.system_entry(record.release, [lc.id for lc in cases]))
+    if record.system.case_images is not None:
+        sysdef = sysdef.replace(case_images=case_images(cases, bases))
+    digest = sysdef.digest()
     if digest != record.system_digest:
         raise InvalidRunError(
             f"system digest changed during the run ({short(record.system_digest)} → "

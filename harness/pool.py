@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,6 +32,7 @@ from harness.gate.policy import PoolPolicy
 from harness.gate.stats import ArmData
 from harness.store.records import Outcome, ReleaseRecord, RunRecord
 from harness.store.store import Store
+from harness.system import SystemDefinition
 
 __all__ = [
     "PoolEntry",
@@ -86,12 +87,13 @@ class PoolEntry(_Frozen):
     trials: tuple[PoolTrial, ...]
 
 
-def environment_digest(baseline_system: Mapping[str, Any]) -> str:
+def environment_digest(baseline_system: SystemDefinition) -> str:
     """Digest of a baseline system definition without its task-set digest.
 
     The task set changes with any case; the pool keeps cases apart by their own digests.
     """
-    return digest_json({k: v for k, v in baseline_system.items() if k != "task_set_digest"})
+    definition = baseline_system.model_dump(mode="json")
+    return digest_json({k: v for k, v in definition.items() if k != "task_set_digest"})
 
 
 def pool_id(key: PoolKey) -> str:

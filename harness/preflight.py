@@ -235,7 +235,7 @@ def preflight_run(
         sandbox=get_backend(plan.record.backend),
         backend=plan.record.backend,
         store_dir=project.store_dir,
-        images=plan.record.system.get("case_images", {}),
+        images=plan.record.system.case_images or {},
         downgrade=frozenset(plan.record.downgrade),
         on_case=on_case,
         jobs=jobs,

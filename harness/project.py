@@ -12,17 +12,18 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness._yaml import load_model
-from harness.digest import digest_bytes, digest_file, digest_json, tree_digest
+from harness.digest import digest_bytes, digest_file, tree_digest
 from harness.env.model import Environment
 from harness.errors import ConfigError
 from harness.frozen import Frozen
 from harness.names import Name
 from harness.sandbox.base import SYSTEM_PATH
+from harness.system import SystemDefinition
 
 __all__ = [
     "AGENT_DIR",
@@ -308,7 +309,7 @@ class Project(BaseModel):
 
     def system_definition(
         self, name: str, task_set_digest: str, harness_version: str
-    ) -> dict[str, Any]:
+    ) -> SystemDefinition:
         """Everything that defines release ``name``'s system, with file contents hashed.
 
         Raises:
@@ -329,24 +330,23 @@ class Project(BaseModel):
                     file=self.root / PROJECT_FILE,
                     field=f"releases.{name}.components.orchestration",
                 )
-        definition: dict[str, Any] = {
-            "release": name,
-            "agent_code": agent_code_digests(release),
-            "agent": release.agent.model_dump(
+        return SystemDefinition(
+            release=name,
+            agent_code=agent_code_digests(release),
+            agent=release.agent.model_dump(
                 mode="json", exclude={"environment"} if release.agent.environment is None else None
             ),
-            "components": release.components.model_dump(mode="json"),
-            "orchestration_digests": hashed,
-            "retry": release.retry.model_dump(mode="json"),
-            "task_set_digest": task_set_digest,
-            "harness_version": harness_version,
-        }
-        if release.upstream is not None:
+            components=release.components.model_dump(mode="json"),
+            orchestration_digests=hashed,
+            retry=release.retry.model_dump(mode="json"),
+            task_set_digest=task_set_digest,
+            harness_version=harness_version,
             # The key's name is configuration; its value never enters a record.
-            definition["upstream"] = release.upstream.model_dump(mode="json")
-        if release.agent.files:
-            definition["agent_files"] = self.agent_file_digests(name, release)
-        return definition
+            upstream=(
+                release.upstream.model_dump(mode="json") if release.upstream is not None else None
+            ),
+            agent_files=self.agent_file_digests(name, release) if release.agent.files else None,
+        )
 
     def agent_file_digests(self, name: str, release: Release) -> dict[str, str]:
         """Digest of each declared agent file or folder (what the sandbox will get).
@@ -393,7 +393,7 @@ class Project(BaseModel):
 
     def system_digest(self, name: str, task_set_digest: str, harness_version: str) -> str:
         """Digest of :meth:`system_definition`."""
-        return digest_json(self.system_definition(name, task_set_digest, harness_version))
+        return self.system_definition(name, task_set_digest, harness_version).digest()
 
 
 def _missing_program(

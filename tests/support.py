@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from harness.system import SystemDefinition
+
 VERIFY = textwrap.dedent(
     """\
     import os, sys
@@ -138,3 +140,17 @@ def junit(*cases: tuple[str, bool]) -> bytes:
         for n, ok in cases
     )
     return f'<?xml version="1.0"?><testsuite tests="{len(cases)}">{body}</testsuite>'.encode()
+
+
+def system_definition(release: str = "cand", **over: object) -> SystemDefinition:
+    """A small valid system definition for records built by hand."""
+    fields: dict[str, object] = {
+        "release": release,
+        "agent": {"adapter": "simulated"},
+        "components": {"model": "m"},
+        "orchestration_digests": {},
+        "retry": {"max_attempts": 1},
+        "task_set_digest": "sha256:t",
+        "harness_version": "0",
+    }
+    return SystemDefinition.model_validate(fields | over)

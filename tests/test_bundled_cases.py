@@ -282,4 +282,4 @@ def test_harness_yaml_releases_point_at_real_cases() -> None:
     project = load_project(ROOT)
     for name in set(project_file.releases) - {"mini-swe-agent"}:
         definition = project.system_definition(name, "sha256:" + "0" * 64, "0")
-        assert definition["orchestration_digests"]
+        assert definition.orchestration_digests

@@ -517,3 +517,13 @@ def test_an_evaluator_change_shows_as_drift_under_baseline_replay() -> None:
 def test_baseline_replayed_needs_the_stored_baseline() -> None:
     with pytest.raises(ValueError, match="stored baseline"):
         decide(POLICY, arm(STEADY), arm(STEADY), None, baseline_replayed=True)
+
+
+def test_a_reason_names_its_case_or_cases() -> None:
+    from harness.gate.rules import make_reason
+
+    assert make_reason("x", "fail", "m", case_id="a", p=0.1).named_cases() == ("a",)
+    assert make_reason("x", "warn", "m", cases=["a", "b"]).named_cases() == ("a", "b")
+    assert make_reason("x", "info", "m", cases=("c",)).named_cases() == ("c",)
+    assert make_reason("x", "info", "m", n_cases=3).named_cases() == ()
+    assert make_reason("x", "info", "m", cases="not-a-list").named_cases() == ()

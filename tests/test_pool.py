@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from support import system_definition
 
 from harness.gate.decide import decide
 from harness.gate.policy import Policy, PoolPolicy, load_policy, policy_data, policy_digest
@@ -75,7 +76,7 @@ def _record(run_id: str, created: dt.datetime, digest: str = "d1") -> ReleaseRec
         run_id=run_id,
         release="cand",
         system_digest="s",
-        system={},
+        system=system_definition(),
         task_set="t",
         task_set_digest="t",
         cases={"a": digest},

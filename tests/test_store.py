@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support import system_definition
 
 from harness.errors import ConfigError, StoreError, StoreIntegrityError
 from harness.names import inside, name_problem
@@ -34,7 +35,7 @@ def release(run_id: str = "r1", k: int = 3) -> ReleaseRecord:
         run_id=run_id,
         release="cand",
         system_digest="sha256:s",
-        system={},
+        system=system_definition(),
         task_set="golden",
         task_set_digest="sha256:t",
         cases={"a": "sha256:a"},

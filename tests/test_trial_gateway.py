@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from scripted_upstream import MODEL, Script, ScriptedUpstream
+from support import system_definition
 from test_trial import _honest_verifier
 
 from harness.gateway import Gateway
@@ -214,7 +215,7 @@ def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
     store = Store(tmp_path / "store")
     now = dt.datetime.now(dt.UTC)
     rel = ReleaseRecord(
-        run_id="recorded", release="cand", system_digest="sha256:s", system={},
+        run_id="recorded", release="cand", system_digest="sha256:s", system=system_definition(),
         task_set="golden", task_set_digest="sha256:t", cases={}, k=1, backend="fake",
         created_at=now, harness_version="0",
     )  # fmt: skip

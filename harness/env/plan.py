@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.cases.load import CASE_FILE, LoadedCase
 from harness.env.build import build_env, probe
@@ -76,15 +77,18 @@ class PreparedEnvs:
     agents: dict[str, BuiltEnv] = field(default_factory=dict)
     """release name → its agent environment."""
 
-    def system_entry(self, release: str, case_ids: Iterable[str]) -> dict[str, object]:
-        """Return what enters ``release``'s system definition (empty without environments)."""
-        out: dict[str, object] = {}
+    def system_entry(self, release: str, case_ids: Iterable[str]) -> dict[str, Any]:
+        """Return the environment fields of ``release``'s system definition (None: absent).
+
+        For :meth:`harness.system.SystemDefinition.replace`: ``environments`` (case id →
+        digest, None when no case has one) and ``agent_environment``.
+        """
         cases = {c: self.cases[c].digest for c in sorted(case_ids) if c in self.cases}
-        if cases:
-            out["environments"] = cases
-        if release in self.agents:
-            out["agent_environment"] = self.agents[release].digest
-        return out
+        agent = self.agents.get(release)
+        return {
+            "environments": cases or None,
+            "agent_environment": agent.digest if agent is not None else None,
+        }
 
 
 def prepare_envs(

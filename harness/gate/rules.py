@@ -44,6 +44,15 @@ class Reason(_Frozen):
     severity: Severity
     message: str
     data: dict[str, Any] = {}
+    """What the rule measured; a reason about cases names them as ``case_id`` (one) or
+    ``cases`` (several): read them with :meth:`named_cases`."""
+
+    def named_cases(self) -> tuple[str, ...]:
+        """Return the cases this reason is about: its ``case_id``, else its ``cases``; or none."""
+        if "case_id" in self.data:
+            return (str(self.data["case_id"]),)
+        cases = self.data.get("cases")
+        return tuple(str(c) for c in cases) if isinstance(cases, list | tuple) else ()
 
 
 def make_reason(code: str, severity: Severity, message: str, **data: Any) -> Reason:

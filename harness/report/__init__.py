@@ -152,12 +152,16 @@ def write_report_folder(
             write_summary(store, decision)
         hist = write_history(store, project.reports_dir)
     return ReportFolder(
-        root=dest, index=_moved(written.get("index"), out, dest),
+        root=dest,
+        index=_moved(written.get("index"), out, dest),
         junit=_moved(written.get("junit"), out, dest),
         summary=_moved(written.get("summary"), out, dest),
-        json_path=_moved(written.get("json_path"), out, dest), history=hist, latest=latest_dir,
-        evidence_files=n_files - len(written), bytes=size,
-    )  # fmt: skip
+        json_path=_moved(written.get("json_path"), out, dest),
+        history=hist,
+        latest=latest_dir,
+        evidence_files=n_files - len(written),
+        bytes=size,
+    )
 
 
 def _moved(path: Path | None, staged: Path, dest: Path) -> Path | None:
@@ -204,9 +208,11 @@ def write_reports(
             write_file(path, b"", option)  # raises the ConfigError naming the option
     folder = write_report_folder(project, store, run_id)
     paths = [p for p in (folder.index,) if p is not None]
-    for extra, src, option in ((junit, folder.junit, "--junit"),
-                               (summary, folder.summary, "--summary"),
-                               (json_path, folder.json_path, "--json")):  # fmt: skip
+    for extra, src, option in (
+        (junit, folder.junit, "--junit"),
+        (summary, folder.summary, "--summary"),
+        (json_path, folder.json_path, "--json"),
+    ):
         if extra is not None and src is not None:
             paths.append(write_file(extra, src.read_bytes(), option))
     return paths

@@ -368,10 +368,17 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
                 for key, value in a.claim.usage.items():
                     usage[key] = usage.get(key, 0.0) + float(value)
         with_usage += used
-    return ArmCost(trials=trials, attempts=attempts, agent_seconds=agent,
-                   verifier_seconds=verifier, usage=dict(sorted(usage.items())),
-                   trials_with_usage=with_usage, model=model_cost(records),
-                   verify=verify_cost(records), harness=harness_cost(records))  # fmt: skip
+    return ArmCost(
+        trials=trials,
+        attempts=attempts,
+        agent_seconds=agent,
+        verifier_seconds=verifier,
+        usage=dict(sorted(usage.items())),
+        trials_with_usage=with_usage,
+        model=model_cost(records),
+        verify=verify_cost(records),
+        harness=harness_cost(records),
+    )
 
 
 def _seconds(records: Sequence[RunRecord]) -> float:
@@ -395,8 +402,14 @@ def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
     )
 
 
-def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
-              excerpts: _Excerpts, expected: frozenset[str] = frozenset()) -> Evidence:  # fmt: skip
+def _evidence(
+    rec: RunRecord,
+    arm: ArmKey,
+    anchor: str,
+    paths: _Paths,
+    excerpts: _Excerpts,
+    expected: frozenset[str] = frozenset(),
+) -> Evidence:
     last = rec.attempts[-1]
     bound, phase = None, None
     for ph in (last.verifier, last.agent):
@@ -404,9 +417,10 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
             bound, phase = ph.bound, ph.phase
             break
     agent_failed = last.agent is not None and (
-        last.verifier is None or last.agent.bound is not None
+        last.verifier is None
+        or last.agent.bound is not None
         or rec.verdict.failure_type in (FailureType.AGENT_ERROR, FailureType.TIMEOUT)
-    )  # fmt: skip
+    )
     refs = [paths.record(rec)]
     for label, digest in (
         ("verifier stdout", last.verifier.stdout_blob if last.verifier else None),
@@ -424,16 +438,25 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
     claim = last.claim
     touched = ordered_union(rec.attempts, "tampering")
     return Evidence(
-        anchor=anchor, arm=arm, case_id=rec.key.case_id, trial=rec.key.trial,
-        kind=_KIND[rec.outcome], outcome=rec.outcome, failure_type=rec.verdict.failure_type,
-        reason=rec.verdict.reason, bound=bound, bound_phase=phase,
+        anchor=anchor,
+        arm=arm,
+        case_id=rec.key.case_id,
+        trial=rec.key.trial,
+        kind=_KIND[rec.outcome],
+        outcome=rec.outcome,
+        failure_type=rec.verdict.failure_type,
+        reason=rec.verdict.reason,
+        bound=bound,
+        bound_phase=phase,
         failing_tests=rec.verdict.failing_tests,
-        failed_checks=tuple(f"{c.name}: {c.detail}" if c.detail else c.name
-                            for c in rec.verdict.checks if not c.ok),
+        failed_checks=tuple(
+            f"{c.name}: {c.detail}" if c.detail else c.name for c in rec.verdict.checks if not c.ok
+        ),
         candidate_digest=last.candidate_digest,
         excerpt=excerpts.add(last.verifier.excerpt if last.verifier else None),
         agent_excerpt=excerpts.add(last.agent.excerpt if last.agent and agent_failed else None),
-        attempts=_attempt_views(rec), stop_reason=rec.stop_reason,
+        attempts=_attempt_views(rec),
+        stop_reason=rec.stop_reason,
         claim_status=claim.status if claim else None,
         claimed_success=claim.claimed_success if claim else None,
         paths=tuple(refs),
@@ -442,13 +465,27 @@ def _evidence(rec: RunRecord, arm: ArmKey, anchor: str, paths: _Paths,
         left_out=ordered_union(rec.attempts, "left_out"),
         overhead_s=rec.overhead_s(),
         verifier_s=sum(a.verifier.duration_s for a in rec.attempts if a.verifier),
-    )  # fmt: skip
+    )
 
 
-def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
-           regression: bool, improvement: bool, broken: bool) -> tuple[str, ...]:  # fmt: skip
-    flags = [name for name, on in (("regression", regression), ("improvement", improvement),
-                                   ("broken", broken), ("critical", critical)) if on]  # fmt: skip
+def _flags(
+    view_c: ArmCase | None,
+    view_b: ArmCase | None,
+    critical: bool,
+    regression: bool,
+    improvement: bool,
+    broken: bool,
+) -> tuple[str, ...]:
+    flags = [
+        name
+        for name, on in (
+            ("regression", regression),
+            ("improvement", improvement),
+            ("broken", broken),
+            ("critical", critical),
+        )
+        if on
+    ]
     sums = [v.summary for v in (view_c, view_b) if v is not None]
     if any(s.label == "flaky" for s in sums):
         flags.append("flaky")
@@ -461,22 +498,27 @@ def _flags(view_c: ArmCase | None, view_b: ArmCase | None, critical: bool,
     return tuple(flags)
 
 
-def _arm_case(summary: CaseSummary, marks: tuple[Mark, ...], records: Sequence[RunRecord],
-              claims: ClaimStats | None,
-              expected: frozenset[str] = frozenset()) -> ArmCase:  # fmt: skip
+def _arm_case(
+    summary: CaseSummary,
+    marks: tuple[Mark, ...],
+    records: Sequence[RunRecord],
+    claims: ClaimStats | None,
+    expected: frozenset[str] = frozenset(),
+) -> ArmCase:
     return ArmCase(
         summary=summary,
         marks=marks,
         claims=claims,
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in records).items())),
-        model=model_cost(records), verify=verify_cost(records) if records else None,
+        model=model_cost(records),
+        verify=verify_cost(records) if records else None,
         tampered=sum(
             any(not is_reference_edit(t, expected) for a in r.attempts for t in a.tampering)
             for r in records
         ),
         seconds=_seconds(records),
         left_out=sum(any(a.left_out for a in r.attempts) for r in records),
-    )  # fmt: skip
+    )
 
 
 # ----------------------------------------------------------------------------- building
@@ -494,8 +536,9 @@ def build_report(project: Project, store: Store, run_id: str) -> ReportData:
     return build_report_and_decision(project, store, run_id)[0]
 
 
-def build_report_and_decision(project: Project, store: Store, run_id: str
-                              ) -> tuple[ReportData, RunDecision, list[RunRecord]]:  # fmt: skip
+def build_report_and_decision(
+    project: Project, store: Store, run_id: str
+) -> tuple[ReportData, RunDecision, list[RunRecord]]:
     """Like :func:`build_report`, also returning the decision and the records it read."""
     cached = _OnceStore(store)
     decision = decide_run(project, cached, run_id)
@@ -520,8 +563,9 @@ class _OnceStore(Store):
         return list(self._trials[run_id])
 
 
-def report_from_decision(project: Project, store: Store, rd: RunDecision,
-                         trials: Sequence[RunRecord]) -> ReportData:  # fmt: skip
+def report_from_decision(
+    project: Project, store: Store, rd: RunDecision, trials: Sequence[RunRecord]
+) -> ReportData:
     """Build the report model from a decision and the run's records.
 
     Nothing more is read from the store; blob and record paths are only checked to exist.
@@ -529,64 +573,144 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
     release = rd.release
     dec = rd.decision
     paths = _Paths(store, rd.run_id)
-    excerpts = _Excerpts()
-    judgment_ids = set(release.judgment_cases)
-    policy_critical = (release.policy or {}).get("critical_cases") or ()
-    critical = (
-        set(release.critical_cases) | {str(c) for c in policy_critical} | _policy_critical(dec)
+    by_arm = _scored_by_arm(trials, set(release.judgment_cases))
+    case_ids = _case_ids(dec)
+    patches = reference_patches(project.cases_dir, release.cases)
+    views = _ArmViews(
+        paths=paths,
+        index={cid: i for i, cid in enumerate(case_ids)},
+        expected={cid: patch_paths(text) for cid, text in patches.items()},
+    )
+    cand = views.arm("candidate", by_arm["candidate"], dec.candidate)
+    base_re = views.arm("baseline", by_arm["baseline"], dec.baseline) if dec.baseline else {}
+    cases = _case_views(dec, case_ids, cand, base_re, _critical_cases(release, dec))
+    return ReportData(
+        run_id=rd.run_id,
+        generated_at=dt.datetime.now(dt.UTC),
+        verdict=rd.verdict,
+        headline=rd.headline,
+        reasons=dec.reasons,
+        notes=rd.notes,
+        release=release,
+        decision=dec,
+        arms=_arm_views(release, dec, by_arm, trials),
+        cases=cases,
+        failures=views.ordered("fail"),
+        infra_errors=views.ordered("infra_error"),
+        evaluator_errors=views.ordered("evaluator_error"),
+        judgment=_judgment_cases(rd, paths),
+        excerpts=views.excerpts.texts,
+        reference_patches=_reference_heads(patches, views.groups["fail"]),
     )
 
+
+def _critical_cases(release: ReleaseRecord, dec: Decision) -> set[str]:
+    """Cases critical in their case files, in the run's policy, or broken as critical."""
+    policy_critical = (release.policy or {}).get("critical_cases") or ()
+    return set(release.critical_cases) | {str(c) for c in policy_critical} | _policy_critical(dec)
+
+
+def _scored_by_arm(
+    trials: Sequence[RunRecord], judgment_ids: set[str]
+) -> dict[ArmKey, dict[str, list[RunRecord]]]:
+    """Arm → case id → its scored records in trial order (judgment-lane cases left out)."""
     by_arm: dict[ArmKey, dict[str, list[RunRecord]]] = {"candidate": {}, "baseline": {}}
     for r in sorted(trials, key=lambda t: (t.key.case_id, t.key.trial)):
         if r.key.case_id in judgment_ids:
             continue
         key: ArmKey = "candidate" if r.key.arm is Arm.CANDIDATE else "baseline"
         by_arm[key].setdefault(r.key.case_id, []).append(r)
+    return by_arm
 
-    groups: dict[EvidenceKind, list[EvidenceGroup]] = {
-        "fail": [], "infra_error": [], "evaluator_error": []}  # fmt: skip
-    case_ids = sorted(
+
+def _case_ids(dec: Decision) -> list[str]:
+    """Every case the decision mentions (either arm or the comparison), sorted."""
+    return sorted(
         {c.case_id for c in dec.candidate.cases}
         | {c.case_id for c in (dec.baseline.cases if dec.baseline else ())}
         | ({r.case_id for r in dec.comparison.rows} if dec.comparison else set())
     )
-    index = {cid: i for i, cid in enumerate(case_ids)}
-    patches = reference_patches(project.cases_dir, release.cases)
-    expected = {cid: patch_paths(text) for cid, text in patches.items()}
 
-    def arm_views(arm: ArmKey, summaries: dict[str, CaseSummary]) -> dict[str, ArmCase]:
-        out: dict[str, ArmCase] = {}
-        recs_by_case = by_arm[arm]
+
+class _ArmViews:
+    """Builds each arm's per-case views; collects the evidence of the trials that did not pass."""
+
+    def __init__(
+        self, paths: _Paths, index: dict[str, int], expected: dict[str, frozenset[str]]
+    ) -> None:
+        self.paths = paths
+        self.index = index
+        """Case id → its position in the case table (evidence anchors use it)."""
+        self.expected = expected
+        """Case id → the paths its reference patch edits."""
+        self.excerpts = _Excerpts()
+        self.groups: dict[EvidenceKind, list[EvidenceGroup]] = {
+            "fail": [],
+            "infra_error": [],
+            "evaluator_error": [],
+        }
+
+    def arm(
+        self, arm: ArmKey, recs_by_case: dict[str, list[RunRecord]], summary: ArmSummary
+    ) -> dict[str, ArmCase]:
+        """Case id → the arm's view of the case; its evidence groups are collected."""
         claims = claim_stats_by_case(r for rs in recs_by_case.values() for r in rs)
-        for cid, summary in summaries.items():
+        out: dict[str, ArmCase] = {}
+        for cid, cs in {c.case_id: c for c in summary.cases}.items():
             recs = recs_by_case.get(cid, [])
-            marks: list[Mark] = []
-            pending: dict[EvidenceKind, list[Evidence]] = {}
-            for r in recs:
-                anchor = None
-                if r.outcome is not Outcome.PASS:
-                    anchor = _anchor(arm, index.get(cid, 0), r.key.trial)
-                    ev = _evidence(r, arm, anchor, paths, excerpts, expected.get(cid, frozenset()))
-                    pending.setdefault(ev.kind, []).append(ev)
-                marks.append(Mark(trial=r.key.trial, outcome=r.outcome,
-                                  failure_type=r.verdict.failure_type,
-                                  attempts=len(r.attempts), anchor=anchor))  # fmt: skip
-            for kind, items in pending.items():
-                types = Counter(e.failure_type.value if e.failure_type else e.kind for e in items)
-                groups[kind].append(EvidenceGroup(
-                    case_id=cid, arm=arm, anchor=f"{_anchor(arm, index.get(cid, 0))}-{kind}",
-                    trials=len(recs), items=tuple(items),
-                    failure_types=dict(sorted(types.items()))))  # fmt: skip
-            out[cid] = _arm_case(summary, tuple(marks), recs, claims.get(cid),
-                                 expected.get(cid, frozenset()))  # fmt: skip
+            expected = self.expected.get(cid, frozenset())
+            marks = self._marks_and_evidence(arm, cid, recs, expected)
+            out[cid] = _arm_case(cs, marks, recs, claims.get(cid), expected)
         return out
 
-    cand = arm_views("candidate", {c.case_id: c for c in dec.candidate.cases})
-    base_re = (
-        arm_views("baseline", {c.case_id: c for c in dec.baseline.cases})
-        if dec.baseline is not None
-        else {}
-    )
+    def _marks_and_evidence(
+        self, arm: ArmKey, cid: str, recs: list[RunRecord], expected: frozenset[str]
+    ) -> tuple[Mark, ...]:
+        """One mark per trial; the trials that did not pass grouped by kind as evidence."""
+        marks: list[Mark] = []
+        pending: dict[EvidenceKind, list[Evidence]] = {}
+        for r in recs:
+            anchor = None
+            if r.outcome is not Outcome.PASS:
+                anchor = _anchor(arm, self.index.get(cid, 0), r.key.trial)
+                ev = _evidence(r, arm, anchor, self.paths, self.excerpts, expected)
+                pending.setdefault(ev.kind, []).append(ev)
+            marks.append(
+                Mark(
+                    trial=r.key.trial,
+                    outcome=r.outcome,
+                    failure_type=r.verdict.failure_type,
+                    attempts=len(r.attempts),
+                    anchor=anchor,
+                )
+            )
+        for kind, items in pending.items():
+            types = Counter(e.failure_type.value if e.failure_type else e.kind for e in items)
+            self.groups[kind].append(
+                EvidenceGroup(
+                    case_id=cid,
+                    arm=arm,
+                    anchor=f"{_anchor(arm, self.index.get(cid, 0))}-{kind}",
+                    trials=len(recs),
+                    items=tuple(items),
+                    failure_types=dict(sorted(types.items())),
+                )
+            )
+        return tuple(marks)
+
+    def ordered(self, kind: EvidenceKind) -> tuple[EvidenceGroup, ...]:
+        """Return the evidence groups of ``kind``: the candidate's first, then by case."""
+        return tuple(sorted(self.groups[kind], key=lambda g: (g.arm != "candidate", g.case_id)))
+
+
+def _case_views(
+    dec: Decision,
+    case_ids: Sequence[str],
+    cand: Mapping[str, ArmCase],
+    base_re: Mapping[str, ArmCase],
+    critical: set[str],
+) -> tuple[CaseView, ...]:
+    """One row per case: the candidate beside the gate's reference baseline."""
     rows = {r.case_id: r for r in dec.comparison.rows} if dec.comparison else {}
     named = gate_named_cases(dec)
     cases: list[CaseView] = []
@@ -602,24 +726,58 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
         reg = bool(row and row.regression)
         imp = bool(row and row.improvement)
         brk = bool(row and row.broken)
-        cases.append(CaseView(
-            case_id=cid, critical=is_crit, compared=bool(row and row.compared),
-            regression=reg, improvement=imp, broken=brk,
-            delta_pass_rate=row.delta_pass_rate if row else None,
-            delta_pass_hat_k=row.delta_pass_hat_k if row else None,
-            p_diagnostic=row.p_diagnostic if row else None,
-            candidate=c_view, baseline=b_view, baseline_source=source,
-            flags=_flags(c_view, b_view, is_crit, reg, imp, brk),
-            named_by=named.get(cid, ())))  # fmt: skip
+        cases.append(
+            CaseView(
+                case_id=cid,
+                critical=is_crit,
+                compared=bool(row and row.compared),
+                regression=reg,
+                improvement=imp,
+                broken=brk,
+                delta_pass_rate=row.delta_pass_rate if row else None,
+                delta_pass_hat_k=row.delta_pass_hat_k if row else None,
+                p_diagnostic=row.p_diagnostic if row else None,
+                candidate=c_view,
+                baseline=b_view,
+                baseline_source=source,
+                flags=_flags(c_view, b_view, is_crit, reg, imp, brk),
+                named_by=named.get(cid, ()),
+            )
+        )
+    return tuple(cases)
 
-    arms: list[ArmView] = [_arm_view("candidate", _title("candidate", release.release),
-                                     release.release, dec.candidate, by_arm["candidate"],
-                                     trials, Arm.CANDIDATE)]  # fmt: skip
+
+def _arm_views(
+    release: ReleaseRecord,
+    dec: Decision,
+    by_arm: dict[ArmKey, dict[str, list[RunRecord]]],
+    trials: Sequence[RunRecord],
+) -> tuple[ArmView, ...]:
+    """Return the arms' headline views: candidate, re-executed baseline, stored baseline."""
+    arms = [
+        _arm_view(
+            "candidate",
+            _title("candidate", release.release),
+            release.release,
+            dec.candidate,
+            by_arm["candidate"],
+            trials,
+            Arm.CANDIDATE,
+        )
+    ]
     if dec.baseline is not None:
         role = "baseline re-executed" + (" (replayed)" if dec.baseline_replayed else "")
-        arms.append(_arm_view("baseline", _title(role, release.baseline),
-                              release.baseline or "", dec.baseline, by_arm["baseline"],
-                              trials, Arm.BASELINE))  # fmt: skip
+        arms.append(
+            _arm_view(
+                "baseline",
+                _title(role, release.baseline),
+                release.baseline or "",
+                dec.baseline,
+                by_arm["baseline"],
+                trials,
+                Arm.BASELINE,
+            )
+        )
     if dec.stored_baseline is not None:
         arms.append(
             ArmView(
@@ -629,30 +787,32 @@ def report_from_decision(project: Project, store: Store, rd: RunDecision,
                 summary=dec.stored_baseline,
             )
         )
+    return tuple(arms)
 
+
+def _judgment_cases(rd: RunDecision, paths: _Paths) -> tuple[JudgmentCase, ...]:
+    """Return the judgment lane's cases: run and shown apart, never scored."""
     judgment: list[JudgmentCase] = []
     for cid, recs in sorted(rd.judgment.items()):
         recs = sorted(recs, key=lambda r: r.key.trial)
-        judgment.append(JudgmentCase(
-            case_id=cid,
-            marks=tuple(Mark(trial=r.key.trial, outcome=r.outcome,
-                             failure_type=r.verdict.failure_type,
-                             attempts=len(r.attempts)) for r in recs),
-            claims=claim_stats(recs),
-            candidates=tuple(r.attempts[-1].candidate_digest for r in recs),
-            records=tuple(paths.record(r) for r in recs)))  # fmt: skip
-
-    def ordered(kind: EvidenceKind) -> tuple[EvidenceGroup, ...]:
-        return tuple(sorted(groups[kind], key=lambda g: (g.arm != "candidate", g.case_id)))
-
-    return ReportData(
-        run_id=rd.run_id, generated_at=dt.datetime.now(dt.UTC), verdict=rd.verdict,
-        headline=rd.headline, reasons=dec.reasons, notes=rd.notes, release=release,
-        decision=dec, arms=tuple(arms), cases=tuple(cases), failures=ordered("fail"),
-        infra_errors=ordered("infra_error"), evaluator_errors=ordered("evaluator_error"),
-        judgment=tuple(judgment), excerpts=excerpts.texts,
-        reference_patches=_reference_heads(patches, groups["fail"]),
-    )  # fmt: skip
+        judgment.append(
+            JudgmentCase(
+                case_id=cid,
+                marks=tuple(
+                    Mark(
+                        trial=r.key.trial,
+                        outcome=r.outcome,
+                        failure_type=r.verdict.failure_type,
+                        attempts=len(r.attempts),
+                    )
+                    for r in recs
+                ),
+                claims=claim_stats(recs),
+                candidates=tuple(r.attempts[-1].candidate_digest for r in recs),
+                records=tuple(paths.record(r) for r in recs),
+            )
+        )
+    return tuple(judgment)
 
 
 _REFERENCE_HEAD = 4000
@@ -677,7 +837,7 @@ def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
     """Case id → why the gate names it: regression, broken, or a reason code.
 
     Read generically from the decision: the comparison's regressions and broken cases, and
-    every reason whose data names a case (``case_id``) or several (``cases``), whatever
+    every reason that names cases (:meth:`~harness.gate.rules.Reason.named_cases`), whatever
     the rule. Info-level mentions count too: a named case is one a reviewer must look at.
     """
     named: dict[str, list[str]] = {}
@@ -693,29 +853,34 @@ def gate_named_cases(dec: Decision) -> dict[str, tuple[str, ...]]:
         for cid in dec.comparison.regressions:
             add(cid, "regression")
     for r in dec.reasons:
-        if "case_id" in r.data:
-            add(r.data["case_id"], r.code)
-        cases = r.data.get("cases")
-        if isinstance(cases, list | tuple):
-            for cid in cases:
-                add(cid, r.code)
+        for cid in r.named_cases():
+            add(cid, r.code)
     return {cid: tuple(tags) for cid, tags in named.items()}
 
 
 def _policy_critical(dec: Decision) -> set[str]:
-    return {str(r.data["case_id"]) for r in dec.reasons
-            if r.code == "critical_case_broken" and "case_id" in r.data}  # fmt: skip
+    return {cid for r in dec.reasons if r.code == "critical_case_broken" for cid in r.named_cases()}
 
 
-def _arm_view(key: ArmKey, title: str, release: str, summary: ArmSummary,
-              by_case: dict[str, list[RunRecord]], trials: Sequence[RunRecord],
-              arm: Arm) -> ArmView:  # fmt: skip
+def _arm_view(
+    key: ArmKey,
+    title: str,
+    release: str,
+    summary: ArmSummary,
+    by_case: dict[str, list[RunRecord]],
+    trials: Sequence[RunRecord],
+    arm: Arm,
+) -> ArmView:
     scored = [r for rs in by_case.values() for r in rs]
     everything = [r for r in trials if r.key.arm is arm]
     return ArmView(
-        key=key, title=title, release=release, summary=summary,
-        claims=claim_stats(scored), cost=_cost(everything),
+        key=key,
+        title=title,
+        release=release,
+        summary=summary,
+        claims=claim_stats(scored),
+        cost=_cost(everything),
         attempts_used=dict(sorted(Counter(len(r.attempts) for r in scored).items())),
         stop_reasons=dict(sorted(Counter(r.stop_reason for r in scored).items())),
         runs=_runs(scored),
-    )  # fmt: skip
+    )

@@ -31,16 +31,45 @@ Table = Literal["trials", "cases"]
 TableFormat = Literal["csv", "parquet"]
 
 TRIAL_COLUMNS = (
-    "run_id", "arm", "release", "case_id", "case_version", "trial", "outcome",
-    "failure_type", "reason", "attempts", "stop_reason", "candidate_digest",
-    "agent_seconds", "verifier_seconds", "claim_status", "claimed_success",
-    "started_at", "finished_at",
-)  # fmt: skip
+    "run_id",
+    "arm",
+    "release",
+    "case_id",
+    "case_version",
+    "trial",
+    "outcome",
+    "failure_type",
+    "reason",
+    "attempts",
+    "stop_reason",
+    "candidate_digest",
+    "agent_seconds",
+    "verifier_seconds",
+    "claim_status",
+    "claimed_success",
+    "started_at",
+    "finished_at",
+)
 CASE_COLUMNS = (
-    "run_id", "arm", "case_id", "k", "trials", "judged", "passes", "fails",
-    "infra_errors", "evaluator_errors", "pass_rate", "pass_hat_k", "pass_at_k", "label",
-    "critical", "regression", "broken", "named_by",
-)  # fmt: skip
+    "run_id",
+    "arm",
+    "case_id",
+    "k",
+    "trials",
+    "judged",
+    "passes",
+    "fails",
+    "infra_errors",
+    "evaluator_errors",
+    "pass_rate",
+    "pass_hat_k",
+    "pass_at_k",
+    "label",
+    "critical",
+    "regression",
+    "broken",
+    "named_by",
+)
 
 
 def trial_rows(run_id: str, records: Sequence[RunRecord]) -> list[dict[str, Any]]:
@@ -48,19 +77,28 @@ def trial_rows(run_id: str, records: Sequence[RunRecord]) -> list[dict[str, Any]
     rows = []
     for r in sorted(records, key=lambda r: (r.key.arm.value, r.key.case_id, r.key.trial)):
         last = r.attempts[-1]
-        rows.append({
-            "run_id": run_id, "arm": r.key.arm.value, "release": r.key.release,
-            "case_id": r.key.case_id, "case_version": r.key.case_version, "trial": r.key.trial,
-            "outcome": r.outcome.value,
-            "failure_type": r.verdict.failure_type.value if r.verdict.failure_type else None,
-            "reason": r.verdict.reason, "attempts": len(r.attempts),
-            "stop_reason": r.stop_reason, "candidate_digest": last.candidate_digest,
-            "agent_seconds": sum(a.agent.duration_s for a in r.attempts if a.agent),
-            "verifier_seconds": sum(a.verifier.duration_s for a in r.attempts if a.verifier),
-            "claim_status": last.claim.status if last.claim else None,
-            "claimed_success": last.claim.claimed_success if last.claim else None,
-            "started_at": r.started_at.isoformat(), "finished_at": r.finished_at.isoformat(),
-        })  # fmt: skip
+        rows.append(
+            {
+                "run_id": run_id,
+                "arm": r.key.arm.value,
+                "release": r.key.release,
+                "case_id": r.key.case_id,
+                "case_version": r.key.case_version,
+                "trial": r.key.trial,
+                "outcome": r.outcome.value,
+                "failure_type": r.verdict.failure_type.value if r.verdict.failure_type else None,
+                "reason": r.verdict.reason,
+                "attempts": len(r.attempts),
+                "stop_reason": r.stop_reason,
+                "candidate_digest": last.candidate_digest,
+                "agent_seconds": sum(a.agent.duration_s for a in r.attempts if a.agent),
+                "verifier_seconds": sum(a.verifier.duration_s for a in r.attempts if a.verifier),
+                "claim_status": last.claim.status if last.claim else None,
+                "claimed_success": last.claim.claimed_success if last.claim else None,
+                "started_at": r.started_at.isoformat(),
+                "finished_at": r.finished_at.isoformat(),
+            }
+        )
     return rows
 
 
@@ -72,17 +110,30 @@ def case_rows(data: ReportData) -> list[dict[str, Any]]:
             if ac is None:
                 continue
             s = ac.summary
-            rows.append({
-                "run_id": data.run_id,
-                "arm": arm if arm == "candidate" or c.baseline_source != "stored"
-                else "baseline (stored)",
-                "case_id": c.case_id, "k": s.k, "trials": s.trials, "judged": s.n,
-                "passes": s.passes, "fails": s.fails, "infra_errors": s.infra_errors,
-                "evaluator_errors": s.evaluator_errors, "pass_rate": s.pass_rate,
-                "pass_hat_k": s.pass_hat_k, "pass_at_k": s.pass_at_k, "label": s.label,
-                "critical": c.critical, "regression": c.regression, "broken": c.broken,
-                "named_by": " ".join(c.named_by),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "run_id": data.run_id,
+                    "arm": arm
+                    if arm == "candidate" or c.baseline_source != "stored"
+                    else "baseline (stored)",
+                    "case_id": c.case_id,
+                    "k": s.k,
+                    "trials": s.trials,
+                    "judged": s.n,
+                    "passes": s.passes,
+                    "fails": s.fails,
+                    "infra_errors": s.infra_errors,
+                    "evaluator_errors": s.evaluator_errors,
+                    "pass_rate": s.pass_rate,
+                    "pass_hat_k": s.pass_hat_k,
+                    "pass_at_k": s.pass_at_k,
+                    "label": s.label,
+                    "critical": c.critical,
+                    "regression": c.regression,
+                    "broken": c.broken,
+                    "named_by": " ".join(c.named_by),
+                }
+            )
     return rows
 
 
@@ -111,14 +162,14 @@ def _parquet(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> bytes:
     return data
 
 
-def table_bytes(rows: Sequence[dict[str, Any]], columns: Sequence[str],
-                fmt: TableFormat) -> bytes:  # fmt: skip
+def table_bytes(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: TableFormat) -> bytes:
     """Return ``rows`` as CSV or Parquet bytes (Parquet needs pyarrow: a ConfigError)."""
     return _csv(rows, columns) if fmt == "csv" else _parquet(rows, columns)
 
 
-def write_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: TableFormat,
-                path: Path) -> Path:  # fmt: skip
+def write_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: TableFormat, path: Path
+) -> Path:
     """Write ``rows`` as CSV or Parquet to ``path`` (atomically).
 
     Raises:

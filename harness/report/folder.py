@@ -64,8 +64,16 @@ EVIDENCE_PER_PAGE = 200
 
 # Blob kinds worth copying: text a reviewer reads. The candidate tree is an archive of the
 # whole workspace (large, binary); its identity is shown, the diff is the readable form.
-_COPIED_BLOBS = frozenset({"verifier stdout", "verifier stderr", "agent stdout",
-                           "agent stderr", "candidate diff", "feedback given"})  # fmt: skip
+_COPIED_BLOBS = frozenset(
+    {
+        "verifier stdout",
+        "verifier stderr",
+        "agent stdout",
+        "agent stderr",
+        "candidate diff",
+        "feedback given",
+    }
+)
 
 
 # Left out of a record shown beside its trial: the excerpts are printed right above it,
@@ -147,8 +155,9 @@ def _cap(data: bytes, cap: int) -> tuple[bytes, bool]:
 class _Copier:
     """Copies the stored files behind evidence into the folder, each once."""
 
-    def __init__(self, out: Path, store: Store, scrub: Scrubber,
-                 records: Mapping[str, RunRecord]) -> None:  # fmt: skip
+    def __init__(
+        self, out: Path, store: Store, scrub: Scrubber, records: Mapping[str, RunRecord]
+    ) -> None:
         self.out = out
         self.store = store
         self.records = records
@@ -174,8 +183,9 @@ class _Copier:
             rec = self.records.get(ref.ref)
             if rec is None:
                 return 0
-            text = self.scrub(rec.model_dump_json(indent=1, exclude_defaults=True,
-                                                  exclude=_SHOWN_APART))  # fmt: skip
+            text = self.scrub(
+                rec.model_dump_json(indent=1, exclude_defaults=True, exclude=_SHOWN_APART)
+            )
             if inline:
                 self.files[ref.ref] = EvidenceFile(None, len(text), False, text)
                 return len(text)
@@ -227,13 +237,16 @@ def evidence_pages(data: ReportData) -> list[list[EvidenceGroup]]:
     return [p for p in pages if p]
 
 
-def copy_evidence(out: Path, store: Store, data: ReportData, scrub: Scrubber,
-                  trials: Iterable[RunRecord]) -> _Copier:  # fmt: skip
+def copy_evidence(
+    out: Path, store: Store, data: ReportData, scrub: Scrubber, trials: Iterable[RunRecord]
+) -> _Copier:
     """Copy every evidence trial's record, diff and logs, and judgment-lane records."""
     items: list[Evidence] = [
-        ev for gs in (data.failures, data.infra_errors, data.evaluator_errors)
-        for g in gs for ev in g.items
-    ]  # fmt: skip
+        ev
+        for gs in (data.failures, data.infra_errors, data.evaluator_errors)
+        for g in gs
+        for ev in g.items
+    ]
     wanted = {(ev.arm == "candidate", ev.case_id, ev.trial) for ev in items}
     wanted |= {(True, j.case_id, m.trial) for j in data.judgment for m in j.marks}
     records = {
@@ -258,15 +271,15 @@ def write_file(path: Path, data: bytes, option: str) -> Path:
     device or link itself with a regular file.
     """
     if path.is_dir():
-        raise ConfigError("is a directory; expected a file path to write", file=path,
-                          field=option)  # fmt: skip
+        raise ConfigError("is a directory; expected a file path to write", file=path, field=option)
     if path.is_symlink() or (path.exists() and not path.is_file()):
         try:
             with path.open("wb") as fh:
                 fh.write(data)
         except OSError as exc:
-            raise ConfigError(f"cannot write here: {exc.strerror or exc}", file=path,
-                              field=option) from None  # fmt: skip
+            raise ConfigError(
+                f"cannot write here: {exc.strerror or exc}", file=path, field=option
+            ) from None
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -280,8 +293,9 @@ def write_file(path: Path, data: bytes, option: str) -> Path:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise ConfigError(f"cannot write the report here: {exc.strerror or exc}", file=path,
-                          field=option) from None  # fmt: skip
+        raise ConfigError(
+            f"cannot write the report here: {exc.strerror or exc}", file=path, field=option
+        ) from None
     return path
 
 
@@ -296,8 +310,11 @@ class StagedFolder:
                 tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
             )
         except OSError as exc:
-            raise ConfigError(f"cannot write the report here: {exc.strerror or exc}",
-                              file=dest, field="reports_dir") from None  # fmt: skip
+            raise ConfigError(
+                f"cannot write the report here: {exc.strerror or exc}",
+                file=dest,
+                field="reports_dir",
+            ) from None
 
     def commit(self) -> None:
         """Replace ``dest`` with the staged folder (the old one is removed)."""
@@ -313,8 +330,11 @@ class StagedFolder:
                 shutil.rmtree(old, ignore_errors=True)
         except OSError as exc:
             self.abort()
-            raise ConfigError(f"cannot write the report here: {exc.strerror or exc}",
-                              file=self.dest, field="reports_dir") from None  # fmt: skip
+            raise ConfigError(
+                f"cannot write the report here: {exc.strerror or exc}",
+                file=self.dest,
+                field="reports_dir",
+            ) from None
 
     def abort(self) -> None:
         """Remove the staged folder."""

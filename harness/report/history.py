@@ -72,16 +72,27 @@ def summary_from_decision(rd: RunDecision) -> RunSummary:
     """Reduce a run's decision to its :class:`RunSummary` (pure)."""
     rel, dec = rd.release, rd.decision
     return RunSummary(
-        run_id=rd.run_id, release=rel.release, system_digest=rel.system_digest,
-        task_set=rel.task_set, k=rel.k, baseline=rel.baseline, created_at=rel.created_at,
-        decided_at=dt.datetime.now(dt.UTC), verdict=rd.verdict, headline=rd.headline,
+        run_id=rd.run_id,
+        release=rel.release,
+        system_digest=rel.system_digest,
+        task_set=rel.task_set,
+        k=rel.k,
+        baseline=rel.baseline,
+        created_at=rel.created_at,
+        decided_at=dt.datetime.now(dt.UTC),
+        verdict=rd.verdict,
+        headline=rd.headline,
         candidate=ArmTrend.of(dec.candidate),
         baseline_arm=ArmTrend.of(dec.baseline) if dec.baseline is not None else None,
         named_cases=tuple(sorted(gate_named_cases(dec))),
-        cases={c.case_id: CaseTrend(n=c.n, pass_rate=c.pass_rate, pass_hat_k=c.pass_hat_k,
-                                    label=c.label) for c in dec.candidate.cases},
+        cases={
+            c.case_id: CaseTrend(
+                n=c.n, pass_rate=c.pass_rate, pass_hat_k=c.pass_hat_k, label=c.label
+            )
+            for c in dec.candidate.cases
+        },
         baseline_replayed=dec.baseline_replayed,
-    )  # fmt: skip
+    )
 
 
 def write_summary(store: Store, rd: RunDecision) -> Path:
@@ -101,8 +112,9 @@ def read_summary(store: Store, run_id: str) -> RunSummary | None:
         return None
 
 
-def list_runs(store: Store, reports_dir: Path | None = None, release: str | None = None
-              ) -> tuple[list[RunListing], dict[str, RunSummary]]:  # fmt: skip
+def list_runs(
+    store: Store, reports_dir: Path | None = None, release: str | None = None
+) -> tuple[list[RunListing], dict[str, RunSummary]]:
     """Every run of the store (oldest first), optionally of one release, with summaries.
 
     Raises:
@@ -114,23 +126,41 @@ def list_runs(store: Store, reports_dir: Path | None = None, release: str | None
         s = read_summary(store, run_id)
         rec = store.release(run_id)
         if s is None:
-            base = dict(release=rec.release, system_digest=rec.system_digest,
-                        task_set=rec.task_set, k=rec.k, baseline=rec.baseline,
-                        created_at=rec.created_at)  # fmt: skip
+            base = dict(
+                release=rec.release,
+                system_digest=rec.system_digest,
+                task_set=rec.task_set,
+                k=rec.k,
+                baseline=rec.baseline,
+                created_at=rec.created_at,
+            )
         else:
             summaries[run_id] = s
-            base = dict(release=s.release, system_digest=s.system_digest, task_set=s.task_set,
-                        k=s.k, baseline=s.baseline, created_at=s.created_at)  # fmt: skip
+            base = dict(
+                release=s.release,
+                system_digest=s.system_digest,
+                task_set=s.task_set,
+                k=s.k,
+                baseline=s.baseline,
+                created_at=s.created_at,
+            )
         if release is not None and base["release"] != release:
             continue
         page = None
         if reports_dir is not None and (reports_dir / run_id / "index.html").is_file():
             page = f"{run_id}/index.html"
-        rows.append(RunListing(
-            run_id=run_id, **base,
-            verdict=s.verdict if s else None, decided_at=s.decided_at if s else None,
-            candidate=s.candidate if s else None, named_cases=s.named_cases if s else (),
-            report=page, cases=len(rec.cases)))  # fmt: skip
+        rows.append(
+            RunListing(
+                run_id=run_id,
+                **base,
+                verdict=s.verdict if s else None,
+                decided_at=s.decided_at if s else None,
+                candidate=s.candidate if s else None,
+                named_cases=s.named_cases if s else (),
+                report=page,
+                cases=len(rec.cases),
+            )
+        )
     rows.sort(key=lambda r: (r.created_at, r.run_id))
     return mark_partial(rows), summaries
 
@@ -170,9 +200,13 @@ def render_history(rows: Sequence[RunListing], summaries: dict[str, RunSummary])
     baselines = sorted({s.baseline for s in full if s.baseline})
     trend = (release_trend(full), release_heat_map(full)) if full else None
     return env.get_template("history.html.j2").render(
-        rows=list(reversed(rows)), trend=trend, baselines=baselines, style=style,
+        rows=list(reversed(rows)),
+        trend=trend,
+        baselines=baselines,
+        style=style,
         partial=sum(1 for r in rows if r.partial),
-        generated_at=dt.datetime.now(dt.UTC))  # fmt: skip
+        generated_at=dt.datetime.now(dt.UTC),
+    )
 
 
 def write_history(store: Store, reports_dir: Path) -> Path:

@@ -29,8 +29,17 @@ import markupsafe
 from harness.report.data import ArmCase, ArmView, CaseView, Evidence, EvidenceGroup, ReportData
 from harness.report.folder import EvidenceFile
 
-__all__ = ["Plot", "Shape", "attention_cases", "delta_plot", "distribution_plot", "forest_plot",
-           "render_evidence_page", "render_html", "spread_plot"]  # fmt: skip
+__all__ = [
+    "Plot",
+    "Shape",
+    "attention_cases",
+    "delta_plot",
+    "distribution_plot",
+    "forest_plot",
+    "render_evidence_page",
+    "render_html",
+    "spread_plot",
+]
 
 ATTENTION_INLINE = 2
 """Evidence items shown inline per named case at the top of the page (the rest: a click)."""
@@ -119,12 +128,21 @@ def forest_plot(arms: Sequence[ArmView]) -> Plot:
     shapes: list[Shape] = []
     for t in (0, 0.25, 0.5, 0.75, 1.0):
         shapes.append(Shape("line", x=x_of(t), y=top, x2=x_of(t), y2=height - 22, cls="grid"))
-        shapes.append(Shape("text", x=x_of(t), y=height - 8, text=f"{t:g}", cls="tick",
-                            anchor="middle"))  # fmt: skip
+        shapes.append(
+            Shape("text", x=x_of(t), y=height - 8, text=f"{t:g}", cls="tick", anchor="middle")
+        )
     y = top
     for label, attr in metrics:
-        shapes.append(Shape("text", x=left - 8, y=y + row_h * n_arms / 2 + 4, text=label,
-                            cls="lab", anchor="end"))  # fmt: skip
+        shapes.append(
+            Shape(
+                "text",
+                x=left - 8,
+                y=y + row_h * n_arms / 2 + 4,
+                text=label,
+                cls="lab",
+                anchor="end",
+            )
+        )
         for arm in arms:
             m = getattr(arm.summary, attr)
             cy = y + row_h / 2
@@ -135,15 +153,30 @@ def forest_plot(arms: Sequence[ArmView]) -> Plot:
                     f"[{_f(m.ci_low)}, {_f(m.ci_high)}] over {m.n_cases} cases"
                 )
                 if m.ci_low is not None and m.ci_high is not None:
-                    shapes.append(Shape("line", x=x_of(m.ci_low), y=cy, x2=x_of(m.ci_high),
-                                        y2=cy, cls=f"ci {cls}", title=tip))  # fmt: skip
-                shapes.append(Shape("circle", x=x_of(m.mean), y=cy, r=4.5, cls=f"pt {cls}",
-                                    title=tip))  # fmt: skip
+                    shapes.append(
+                        Shape(
+                            "line",
+                            x=x_of(m.ci_low),
+                            y=cy,
+                            x2=x_of(m.ci_high),
+                            y2=cy,
+                            cls=f"ci {cls}",
+                            title=tip,
+                        )
+                    )
+                shapes.append(
+                    Shape("circle", x=x_of(m.mean), y=cy, r=4.5, cls=f"pt {cls}", title=tip)
+                )
             y += row_h
         y += 12
     legend = tuple((_ARM_CLASS[a.key], a.title) for a in arms)
-    return Plot(width, int(height), "Aggregate estimates with 95% confidence intervals over cases",
-                tuple(shapes), legend)  # fmt: skip
+    return Plot(
+        width,
+        int(height),
+        "Aggregate estimates with 95% confidence intervals over cases",
+        tuple(shapes),
+        legend,
+    )
 
 
 MAX_DELTA_LABELS = 12
@@ -152,8 +185,10 @@ MAX_DELTA_LABELS = 12
 
 def delta_plot(cases: Sequence[CaseView]) -> Plot | None:
     """Per-case paired difference in pass rate (candidate - baseline), sorted."""
-    rows = sorted(((c.delta_pass_rate, c.case_id, c) for c in cases
-                   if c.delta_pass_rate is not None), key=lambda t: (t[0], t[1]))  # fmt: skip
+    rows = sorted(
+        ((c.delta_pass_rate, c.case_id, c) for c in cases if c.delta_pass_rate is not None),
+        key=lambda t: (t[0], t[1]),
+    )
     if not rows:
         return None
     width, height, left, right, top, bottom = 760, 200, 44, 10, 10, 22
@@ -173,29 +208,61 @@ def delta_plot(cases: Sequence[CaseView]) -> Plot | None:
             cls += " reg"
         h = abs(d) * half or 1.0
         y = y_of(max(d, 0.0)) if d != 0 else mid - 0.5
-        shapes.append(Shape("rect", x=left + i * step, y=y, w=bar, h=h, cls=cls,
-                            title=f"{cid}: Δ pass rate {d:+.3f}"
-                                  + (" (regression)" if c.regression else "")))  # fmt: skip
+        shapes.append(
+            Shape(
+                "rect",
+                x=left + i * step,
+                y=y,
+                w=bar,
+                h=h,
+                cls=cls,
+                title=f"{cid}: Δ pass rate {d:+.3f}" + (" (regression)" if c.regression else ""),
+            )
+        )
     # Name the cases that changed beside their bars (a screenshot shows no hover text);
     # past MAX_DELTA_LABELS the largest changes are named.
-    changed = sorted((i for i, row in enumerate(rows) if row[0] != 0),
-                     key=lambda i: -abs(rows[i][0]))[:MAX_DELTA_LABELS]  # fmt: skip
+    changed = sorted(
+        (i for i, row in enumerate(rows) if row[0] != 0), key=lambda i: -abs(rows[i][0])
+    )[:MAX_DELTA_LABELS]
     for i in changed:
         d, cid, _ = rows[i]
         end = y_of(d)
-        shapes.append(Shape("text", x=left + i * step + bar / 2, y=end + (12 if d < 0 else -4),
-                            text=cid[:24], cls="tick caselabel", anchor="middle"))  # fmt: skip
+        shapes.append(
+            Shape(
+                "text",
+                x=left + i * step + bar / 2,
+                y=end + (12 if d < 0 else -4),
+                text=cid[:24],
+                cls="tick caselabel",
+                anchor="middle",
+            )
+        )
     shapes.append(Shape("line", x=left, y=mid, x2=width - right, y2=mid, cls="axis"))
     named = (
         "changed cases named"
         if len(changed) == sum(1 for r in rows if r[0] != 0)
         else (f"the {len(changed)} largest changes named")
     )
-    shapes.append(Shape("text", x=left, y=height - 6, text=f"{len(rows)} compared cases, "
-                        f"sorted by Δ; {named}", cls="tick"))  # fmt: skip
-    return Plot(width, height, "Per-case Δ pass rate (candidate - baseline)", tuple(shapes),
-                (("neg", "candidate worse"), ("pos", "candidate better"),
-                 ("reg", "regression (was all-pass)")))  # fmt: skip
+    shapes.append(
+        Shape(
+            "text",
+            x=left,
+            y=height - 6,
+            text=f"{len(rows)} compared cases, sorted by Δ; {named}",
+            cls="tick",
+        )
+    )
+    return Plot(
+        width,
+        height,
+        "Per-case Δ pass rate (candidate - baseline)",
+        tuple(shapes),
+        (
+            ("neg", "candidate worse"),
+            ("pos", "candidate better"),
+            ("reg", "regression (was all-pass)"),
+        ),
+    )
 
 
 def _bin(rate: float) -> int:
@@ -234,16 +301,44 @@ def distribution_plot(arms: Sequence[ArmView]) -> Plot:
         for j, arm in enumerate(arms):
             n = counts[j][b]
             if n:
-                shapes.append(Shape("rect", x=x0 + j * bar, y=y_of(n), w=bar,
-                                    h=top + span_y - y_of(n), cls=f"bar {_ARM_CLASS[arm.key]}",
-                                    title=f"{arm.title}: {n} cases with pass rate "
-                                          f"{_BIN_LABELS[b]}"))  # fmt: skip
-        shapes.append(Shape("text", x=left + (b + 0.5) * group, y=height - bottom + 14,
-                            text=_BIN_LABELS[b], cls="tick", anchor="middle"))  # fmt: skip
-    shapes.append(Shape("text", x=left + (width - left - right) / 2, y=height - 4,
-                        text="per-case pass rate", cls="tick", anchor="middle"))  # fmt: skip
-    return Plot(width, height, "Distribution of per-case pass rates", tuple(shapes),
-                tuple((_ARM_CLASS[a.key], a.title) for a in arms))  # fmt: skip
+                shapes.append(
+                    Shape(
+                        "rect",
+                        x=x0 + j * bar,
+                        y=y_of(n),
+                        w=bar,
+                        h=top + span_y - y_of(n),
+                        cls=f"bar {_ARM_CLASS[arm.key]}",
+                        title=f"{arm.title}: {n} cases with pass rate {_BIN_LABELS[b]}",
+                    )
+                )
+        shapes.append(
+            Shape(
+                "text",
+                x=left + (b + 0.5) * group,
+                y=height - bottom + 14,
+                text=_BIN_LABELS[b],
+                cls="tick",
+                anchor="middle",
+            )
+        )
+    shapes.append(
+        Shape(
+            "text",
+            x=left + (width - left - right) / 2,
+            y=height - 4,
+            text="per-case pass rate",
+            cls="tick",
+            anchor="middle",
+        )
+    )
+    return Plot(
+        width,
+        height,
+        "Distribution of per-case pass rates",
+        tuple(shapes),
+        tuple((_ARM_CLASS[a.key], a.title) for a in arms),
+    )
 
 
 def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
@@ -268,8 +363,16 @@ def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
     for arm, runs in series:
         cls = _ARM_CLASS[arm.key]
         for j in range(1, len(runs)):
-            shapes.append(Shape("line", x=x_of(j - 1), y=y_of(runs[j - 1]), x2=x_of(j),
-                                y2=y_of(runs[j]), cls=f"conn {cls}"))  # fmt: skip
+            shapes.append(
+                Shape(
+                    "line",
+                    x=x_of(j - 1),
+                    y=y_of(runs[j - 1]),
+                    x2=x_of(j),
+                    y2=y_of(runs[j]),
+                    cls=f"conn {cls}",
+                )
+            )
         for j, v in enumerate(runs):
             shapes.append(
                 Shape(
@@ -283,13 +386,27 @@ def spread_plot(arms: Sequence[ArmView]) -> Plot | None:
             )
     for j in range(n):
         if n <= 20 or j % max(1, n // 10) == 0:
-            shapes.append(Shape("text", x=x_of(j), y=height - bottom + 14, text=str(j + 1),
-                                cls="tick", anchor="middle"))  # fmt: skip
+            shapes.append(
+                Shape(
+                    "text",
+                    x=x_of(j),
+                    y=height - bottom + 14,
+                    text=str(j + 1),
+                    cls="tick",
+                    anchor="middle",
+                )
+            )
     label = "round of trials (round j runs every case once: its j-th trial)"
-    shapes.append(Shape("text", x=left + span_x / 2, y=height - 3, text=label,
-                        cls="tick", anchor="middle"))  # fmt: skip
-    return Plot(width, height, "Round-to-round spread: pass rate of each round", tuple(shapes),
-                tuple((_ARM_CLASS[a.key], a.title) for a, _ in series))  # fmt: skip
+    shapes.append(
+        Shape("text", x=left + span_x / 2, y=height - 3, text=label, cls="tick", anchor="middle")
+    )
+    return Plot(
+        width,
+        height,
+        "Round-to-round spread: pass rate of each round",
+        tuple(shapes),
+        tuple((_ARM_CLASS[a.key], a.title) for a, _ in series),
+    )
 
 
 # ----------------------------------------------------------------------------- filters
@@ -393,8 +510,17 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(num=_num, signed=_signed, pct=_pct, short=_short, dur=_dur,
-                       sortval=_sortval, quantity=_quantity, show=_show, pre=_pre)  # fmt: skip
+    env.filters.update(
+        num=_num,
+        signed=_signed,
+        pct=_pct,
+        short=_short,
+        dur=_dur,
+        sortval=_sortval,
+        quantity=_quantity,
+        show=_show,
+        pre=_pre,
+    )
     env.globals.update(letter=_OUTCOME_LETTER, arm_class=_ARM_CLASS, marks_html=_marks_html)
     return env
 
@@ -413,8 +539,9 @@ def _script_hash(source: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode()
 
 
-def _context(data: ReportData, files: Mapping[str, EvidenceFile],
-             ev_pages: Mapping[str, int]) -> dict[str, Any]:  # fmt: skip
+def _context(
+    data: ReportData, files: Mapping[str, EvidenceFile], ev_pages: Mapping[str, int]
+) -> dict[str, Any]:
     def ev_href(anchor: str | None, prefix: str = "") -> str:
         """Link to an evidence item (or group) on its evidence page."""
         if anchor is None:
@@ -427,8 +554,15 @@ def _context(data: ReportData, files: Mapping[str, EvidenceFile],
                 return files.get(p.ref)
         return None
 
-    return {"d": data, "dec": data.decision, "rel": data.release, "files": files,
-            "ev_href": ev_href, "diff_of": diff_preview, "letter": _OUTCOME_LETTER}  # fmt: skip
+    return {
+        "d": data,
+        "dec": data.decision,
+        "rel": data.release,
+        "files": files,
+        "ev_href": ev_href,
+        "diff_of": diff_preview,
+        "letter": _OUTCOME_LETTER,
+    }
 
 
 def attention_cases(data: ReportData) -> list[tuple[CaseView, list[Evidence]]]:
@@ -443,8 +577,11 @@ def attention_cases(data: ReportData) -> list[tuple[CaseView, list[Evidence]]]:
     return [(c, sorted(by_case.get(c.case_id, []), key=lambda e: e.trial)) for c in named]
 
 
-def render_html(data: ReportData, files: Mapping[str, EvidenceFile] | None = None,
-                ev_pages: Mapping[str, int] | None = None) -> str:  # fmt: skip
+def render_html(
+    data: ReportData,
+    files: Mapping[str, EvidenceFile] | None = None,
+    ev_pages: Mapping[str, int] | None = None,
+) -> str:
     """Render the report page for ``data``.
 
     ``files`` maps a :class:`PathRef`'s ``ref`` to its copy in the folder; ``ev_pages`` maps
@@ -459,32 +596,39 @@ def render_html(data: ReportData, files: Mapping[str, EvidenceFile] | None = Non
     base_arm = data.arm("baseline")
     plot_arms = [a for a in data.arms if a.summary.cases_with_data]
     ctx = _context(data, files or {}, ev_pages or {})
-    ctx.update({
-        "cand": cand,
-        "base": base_arm,
-        "stored": data.arm("stored"),
-        "scored_arms": [a for a in data.arms if a.key != "stored"],
-        "has_model": any(a.cost is not None and a.cost.model for a in data.arms),
-        "fig_forest": forest_plot(data.arms),
-        "fig_delta": delta_plot(data.cases),
-        "fig_dist": distribution_plot(plot_arms) if plot_arms else None,
-        "fig_spread": spread_plot(data.arms),
-        "style": style,
-        "script": script,
-        "script_hash": _script_hash(script),
-        "attention": attention_cases(data),
-        "attention_inline": ATTENTION_INLINE,
-        "n_pages": len(set((ev_pages or {}).values())),
-        "evidence_count": sum(
-            len(g.items) for g in data.failures + data.infra_errors + data.evaluator_errors
-        ),
-    })  # fmt: skip
+    ctx.update(
+        {
+            "cand": cand,
+            "base": base_arm,
+            "stored": data.arm("stored"),
+            "scored_arms": [a for a in data.arms if a.key != "stored"],
+            "has_model": any(a.cost is not None and a.cost.model for a in data.arms),
+            "fig_forest": forest_plot(data.arms),
+            "fig_delta": delta_plot(data.cases),
+            "fig_dist": distribution_plot(plot_arms) if plot_arms else None,
+            "fig_spread": spread_plot(data.arms),
+            "style": style,
+            "script": script,
+            "script_hash": _script_hash(script),
+            "attention": attention_cases(data),
+            "attention_inline": ATTENTION_INLINE,
+            "n_pages": len(set((ev_pages or {}).values())),
+            "evidence_count": sum(
+                len(g.items) for g in data.failures + data.infra_errors + data.evaluator_errors
+            ),
+        }
+    )
     return env.get_template("report.html.j2").render(**ctx)
 
 
-def render_evidence_page(data: ReportData, groups: Sequence[EvidenceGroup], page: int,
-                         pages: int, files: Mapping[str, EvidenceFile],
-                         ev_pages: Mapping[str, int]) -> str:  # fmt: skip
+def render_evidence_page(
+    data: ReportData,
+    groups: Sequence[EvidenceGroup],
+    page: int,
+    pages: int,
+    files: Mapping[str, EvidenceFile],
+    ev_pages: Mapping[str, int],
+) -> str:
     """Render evidence page ``page`` (1-based) of ``pages``: full evidence of its groups."""
     env = template_env()
     loader = env.loader

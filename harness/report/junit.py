@@ -44,14 +44,6 @@ def _rate(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _names(r: Reason) -> list[str]:
-    """Return the cases a reason is about: its ``case_id``, else its ``cases`` list."""
-    if "case_id" in r.data:
-        return [str(r.data["case_id"])]
-    cases = r.data.get("cases")
-    return [str(c) for c in cases] if isinstance(cases, list | tuple) else []
-
-
 def gate_blame(data: ReportData) -> tuple[dict[str, list[Reason]], dict[str, list[Reason]]]:
     """Split the reasons naming each case: (warn/fail reasons, info reasons).
 
@@ -62,7 +54,7 @@ def gate_blame(data: ReportData) -> tuple[dict[str, list[Reason]], dict[str, lis
     info: dict[str, list[Reason]] = {}
     for r in data.reasons:
         serious = r.severity in ("warn", "fail") and data.verdict in ("warn", "fail")
-        for cid in _names(r):
+        for cid in r.named_cases():
             (blame if serious else info).setdefault(cid, []).append(r)
     return blame, info
 
@@ -124,8 +116,12 @@ def _trial_properties(tc: ET.Element, ac: ArmCase) -> ET.Element:
         if m.attempts > 1:
             value += f", {m.attempts} attempts"
         ET.SubElement(props, "property", name=f"trial.{m.trial}", value=value)
-    for name, value in (("pass_rate", _rate(s.pass_rate)), (f"pass^{s.k}", _rate(s.pass_hat_k)),
-                        (f"pass@{s.k}", _rate(s.pass_at_k)), ("label", s.label)):  # fmt: skip
+    for name, value in (
+        ("pass_rate", _rate(s.pass_rate)),
+        (f"pass^{s.k}", _rate(s.pass_hat_k)),
+        (f"pass@{s.k}", _rate(s.pass_at_k)),
+        ("label", s.label),
+    ):
         ET.SubElement(props, "property", name=name, value=value)
     return props
 
@@ -139,20 +135,27 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
     )
     props = ET.SubElement(suite, "properties")
     for name, value in (
-        ("verdict", data.verdict), ("run_id", data.run_id), ("release", release),
+        ("verdict", data.verdict),
+        ("run_id", data.run_id),
+        ("release", release),
         ("system_digest", data.release.system_digest),
-        ("policy_digest", data.decision.policy_digest), ("k", str(data.release.k)),
-        *((f"reason.{i}", f"[{r.severity}] {r.message}") for i, r in
-          enumerate(data.reasons, 1)),
-    ):  # fmt: skip
+        ("policy_digest", data.decision.policy_digest),
+        ("k", str(data.release.k)),
+        *((f"reason.{i}", f"[{r.severity}] {r.message}") for i, r in enumerate(data.reasons, 1)),
+    ):
         ET.SubElement(props, "property", name=name, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     evidence = _evidence_index(data)
     blame, info = gate_blame(data) if arm == "candidate" else ({}, {})
     for c in data.cases:
         ac = c.candidate if arm == "candidate" else c.baseline
-        tc = ET.SubElement(suite, "testcase", classname=f"harness.{arm}", name=c.case_id,
-                           time=f"{ac.seconds if ac is not None else 0.0:.3f}")  # fmt: skip
+        tc = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"harness.{arm}",
+            name=c.case_id,
+            time=f"{ac.seconds if ac is not None else 0.0:.3f}",
+        )
         counts["tests"] += 1
         if ac is None or ac.summary.trials == 0:
             ET.SubElement(tc, "skipped", message=f"no trials of this case in the {arm}")
@@ -164,15 +167,17 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
                 if data.decision.baseline_replayed
                 else "not re-executed in this run"
             )
-            ET.SubElement(tc, "skipped", message=f"{why}: the comparison used the stored "
-                          "baseline results")  # fmt: skip
+            ET.SubElement(
+                tc, "skipped", message=f"{why}: the comparison used the stored baseline results"
+            )
             counts["skipped"] += 1
             continue
         notes = info.get(c.case_id, [])
         props = _trial_properties(tc, ac)
         if notes:
-            ET.SubElement(props, "property", name="gate.info",
-                          value=", ".join(r.code for r in notes))  # fmt: skip
+            ET.SubElement(
+                props, "property", name="gate.info", value=", ".join(r.code for r in notes)
+            )
         s = ac.summary
         details = _details(evidence.get((c.case_id, arm), []))
         if notes:
@@ -181,21 +186,29 @@ def _suite(root: ET.Element, data: ReportData, arm: str, release: str) -> dict[s
             ).rstrip("\n")
         # Only the candidate is judged by the gate; a baseline case is context, never failed.
         if c.case_id in blame:
-            el = ET.SubElement(tc, "failure", type=blame[c.case_id][0].code,
-                               message=_fail_message(c, ac, arm, blame[c.case_id]))  # fmt: skip
+            el = ET.SubElement(
+                tc,
+                "failure",
+                type=blame[c.case_id][0].code,
+                message=_fail_message(c, ac, arm, blame[c.case_id]),
+            )
             el.text = details
             counts["failures"] += 1
         out = ET.SubElement(tc, "system-out")
-        out.text = (f"{s.passes}/{s.n} judged trials passed; {s.infra_errors} infra / "
-                    f"{s.evaluator_errors} evaluator errors; pass rate {_rate(s.pass_rate)}; "
-                    f"pass^{s.k} {_rate(s.pass_hat_k)}; pass@{s.k} {_rate(s.pass_at_k)}; "
-                    f"label {s.label}" + (f"\n{details}" if details else ""))  # fmt: skip
+        out.text = (
+            f"{s.passes}/{s.n} judged trials passed; {s.infra_errors} infra / "
+            f"{s.evaluator_errors} evaluator errors; pass rate {_rate(s.pass_rate)}; "
+            f"pass^{s.k} {_rate(s.pass_hat_k)}; pass@{s.k} {_rate(s.pass_at_k)}; "
+            f"label {s.label}" + (f"\n{details}" if details else "")
+        )
     if arm == "candidate":
         for j in data.judgment:
-            tc = ET.SubElement(suite, "testcase", classname="harness.judgment", name=j.case_id,
-                               time="0.000")  # fmt: skip
-            ET.SubElement(tc, "skipped", message=(
-                f"judgment lane: {len(j.marks)} trials run, never scored"))  # fmt: skip
+            tc = ET.SubElement(
+                suite, "testcase", classname="harness.judgment", name=j.case_id, time="0.000"
+            )
+            ET.SubElement(
+                tc, "skipped", message=(f"judgment lane: {len(j.marks)} trials run, never scored")
+            )
             counts["tests"] += 1
             counts["skipped"] += 1
     view = data.arm(arm)  # type: ignore[arg-type]

@@ -61,19 +61,22 @@ def point_latest(reports_dir: Path, folder: Path) -> Path:
     try:
         staged = Path(tempfile.mkdtemp(dir=reports_dir, prefix=f".{LATEST}.", suffix=".tmp"))
     except OSError as exc:
-        raise ConfigError(f"cannot write the report here: {exc.strerror or exc}", file=dest,
-                          field="reports_dir") from None  # fmt: skip
+        raise ConfigError(
+            f"cannot write the report here: {exc.strerror or exc}", file=dest, field="reports_dir"
+        ) from None
     try:
         shutil.copytree(folder, staged, copy_function=_link_or_copy, dirs_exist_ok=True)
         os.chmod(staged, 0o755)
         _swap_in(staged, dest)
     except shutil.Error as exc:  # copytree's list of (src, dst, why), one line is enough
         why = exc.args[0][0][2] if exc.args and exc.args[0] else exc
-        raise ConfigError(f"cannot copy the report here: {why}", file=dest,
-                          field="reports_dir") from None  # fmt: skip
+        raise ConfigError(
+            f"cannot copy the report here: {why}", file=dest, field="reports_dir"
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot write the report here: {exc.strerror or exc}", file=dest,
-                          field="reports_dir") from None  # fmt: skip
+        raise ConfigError(
+            f"cannot write the report here: {exc.strerror or exc}", file=dest, field="reports_dir"
+        ) from None
     finally:
         # After the swap the staged name holds the previous `latest` (or nothing).
         rmtree(staged)

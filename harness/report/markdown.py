@@ -74,8 +74,11 @@ def render_markdown(data: ReportData, *, html_path: str | None = None) -> str:
     ]
     for a in data.arms:
         s = a.summary
-        ci = (f" [{_n(s.pass_rate.ci_low)}, {_n(s.pass_rate.ci_high)}]"
-              if s.pass_rate.ci_low is not None else "")  # fmt: skip
+        ci = (
+            f" [{_n(s.pass_rate.ci_low)}, {_n(s.pass_rate.ci_high)}]"
+            if s.pass_rate.ci_low is not None
+            else ""
+        )
         cl = a.claims
         lines.append(
             f"| {_esc(a.title)} | {s.trials} | {s.passes} | {s.fails} | {s.infra_errors} | "
@@ -141,14 +144,20 @@ def _cost_lines(data: ReportData) -> list[str]:
             continue
         model = ""
         if co.model is not None:
-            model = (f"model {co.model.tokens:,} tokens ({co.model.input_tokens:,} in, "
-                     f"{co.model.output_tokens:,} out), cost {co.model.cost:.4f} · ")  # fmt: skip
+            model = (
+                f"model {co.model.tokens:,} tokens ({co.model.input_tokens:,} in, "
+                f"{co.model.output_tokens:,} out), cost {co.model.cost:.4f} · "
+            )
         v = co.verify
-        out.append(f"- cost of {_esc(a.title)}: {model}verification {v.cpu_s:.1f} s CPU / "
-                   f"{v.wall_s:.1f} s wall over {v.candidates} candidates")  # fmt: skip
+        out.append(
+            f"- cost of {_esc(a.title)}: {model}verification {v.cpu_s:.1f} s CPU / "
+            f"{v.wall_s:.1f} s wall over {v.candidates} candidates"
+        )
         h = co.harness
         if h is not None:
-            out.append(f"- harness overhead of {_esc(a.title)}: {h.overhead_s:.1f} s over "
-                       f"{h.trials} trials, median {h.overhead_median_s:.2f} s a trial beside "
-                       f"the verifier's {h.verifier_median_s:.2f} s")  # fmt: skip
+            out.append(
+                f"- harness overhead of {_esc(a.title)}: {h.overhead_s:.1f} s over "
+                f"{h.trials} trials, median {h.overhead_median_s:.2f} s a trial beside "
+                f"the verifier's {h.verifier_median_s:.2f} s"
+            )
     return ["", *out] if out else []

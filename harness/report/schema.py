@@ -23,8 +23,14 @@ from harness.report.data import ReportCore, ReportData
 from harness.report.history import RunsDocument, RunSummary
 from harness.store.records import ReleaseRecord, ResultRecord, RunRecord
 
-__all__ = ["SCHEMAS", "GateDocument", "ReportDocument", "ShowDocument", "json_schema",
-           "report_document"]  # fmt: skip
+__all__ = [
+    "SCHEMAS",
+    "GateDocument",
+    "ReportDocument",
+    "ShowDocument",
+    "json_schema",
+    "report_document",
+]
 
 
 class _Doc(BaseModel):

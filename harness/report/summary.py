@@ -31,9 +31,16 @@ class ArmTrend(_Frozen):
     @classmethod
     def of(cls, s: ArmSummary) -> ArmTrend:
         """Reduce a gate arm summary."""
-        return cls(trials=s.trials, passes=s.passes, fails=s.fails, infra_errors=s.infra_errors,
-                   evaluator_errors=s.evaluator_errors, pass_rate=s.pass_rate,
-                   pass_hat_k=s.pass_hat_k, pass_at_k=s.pass_at_k)  # fmt: skip
+        return cls(
+            trials=s.trials,
+            passes=s.passes,
+            fails=s.fails,
+            infra_errors=s.infra_errors,
+            evaluator_errors=s.evaluator_errors,
+            pass_rate=s.pass_rate,
+            pass_hat_k=s.pass_hat_k,
+            pass_at_k=s.pass_at_k,
+        )
 
 
 class CaseTrend(_Frozen):

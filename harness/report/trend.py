@@ -61,8 +61,9 @@ def release_trend(runs: Sequence[RunSummary]) -> Plot:
     shapes: list[Shape] = []
     for t in (0.0, 0.25, 0.5, 0.75, 1.0):
         shapes.append(Shape("line", x=left, y=y_of(t), x2=width - right, y2=y_of(t), cls="grid"))
-        shapes.append(Shape("text", x=left - 6, y=y_of(t) + 4, text=f"{t:.2f}", cls="tick",
-                            anchor="end"))  # fmt: skip
+        shapes.append(
+            Shape("text", x=left - 6, y=y_of(t) + 4, text=f"{t:.2f}", cls="tick", anchor="end")
+        )
     shapes.append(Shape("text", x=4, y=top + 4, text="rate", cls="tick"))
     for metric, cls, off in (("pass_rate", "a-c", -4.0), ("pass_hat_k", "a-b", 4.0)):
         prev: tuple[float, float] | None = None
@@ -72,10 +73,15 @@ def release_trend(runs: Sequence[RunSummary]) -> Plot:
                 prev = None
                 continue
             x, y = x_of(j, off), y_of(m.mean)
-            ci = (f" [{m.ci_low:.3f}, {m.ci_high:.3f}]"
-                  if m.ci_low is not None and m.ci_high is not None else "")  # fmt: skip
-            tip = (f"{s.release} · {s.run_id} ({s.created_at:%Y-%m-%d %H:%M}): "
-                   f"{metric.replace('_', ' ')} {m.mean:.3f}{ci} · {s.verdict}")  # fmt: skip
+            ci = (
+                f" [{m.ci_low:.3f}, {m.ci_high:.3f}]"
+                if m.ci_low is not None and m.ci_high is not None
+                else ""
+            )
+            tip = (
+                f"{s.release} · {s.run_id} ({s.created_at:%Y-%m-%d %H:%M}): "
+                f"{metric.replace('_', ' ')} {m.mean:.3f}{ci} · {s.verdict}"
+            )
             if ci:
                 lo, hi = y_of(m.ci_low or 0.0), y_of(m.ci_high or 0.0)
                 bar = Shape("line", x=x, y=lo, x2=x, y2=hi, cls=f"ci {cls}", title=tip)
@@ -85,18 +91,43 @@ def release_trend(runs: Sequence[RunSummary]) -> Plot:
             shapes.append(Shape("circle", x=x, y=y, r=3.5, cls=f"pt {cls}", title=tip))
             prev = (x, y)
     for j, s in enumerate(runs):
-        shapes.append(Shape("text", x=x_of(j), y=height - bottom + 15,
-                            text=_short(s.release, col // 7), cls="tick xrel",
-                            anchor="middle"))  # fmt: skip
-        shapes.append(Shape("text", x=x_of(j), y=height - bottom + 29,
-                            text=f"{s.created_at:%m-%d %H:%M}", cls="tick",
-                            anchor="middle"))  # fmt: skip
-    shapes.append(Shape("text", x=left + (width - left - right) / 2, y=height - 6,
-                        text="release (run start, UTC), oldest first", cls="tick",
-                        anchor="middle"))  # fmt: skip
-    return Plot(width, height, "Release trend: candidate pass rate and pass^k per full run "
-                "(95% intervals)", tuple(shapes),
-                (("a-c", "pass rate"), ("a-b", "pass^k")))  # fmt: skip
+        shapes.append(
+            Shape(
+                "text",
+                x=x_of(j),
+                y=height - bottom + 15,
+                text=_short(s.release, col // 7),
+                cls="tick xrel",
+                anchor="middle",
+            )
+        )
+        shapes.append(
+            Shape(
+                "text",
+                x=x_of(j),
+                y=height - bottom + 29,
+                text=f"{s.created_at:%m-%d %H:%M}",
+                cls="tick",
+                anchor="middle",
+            )
+        )
+    shapes.append(
+        Shape(
+            "text",
+            x=left + (width - left - right) / 2,
+            y=height - 6,
+            text="release (run start, UTC), oldest first",
+            cls="tick",
+            anchor="middle",
+        )
+    )
+    return Plot(
+        width,
+        height,
+        "Release trend: candidate pass rate and pass^k per full run (95% intervals)",
+        tuple(shapes),
+        (("a-c", "pass rate"), ("a-b", "pass^k")),
+    )
 
 
 def release_heat_map(runs: Sequence[RunSummary]) -> Plot | None:
@@ -117,26 +148,50 @@ def release_heat_map(runs: Sequence[RunSummary]) -> Plot | None:
     shapes: list[Shape] = []
     for j, s in enumerate(runs):
         x = left + j * cell_w + (cell_w - 2) / 2
-        shapes.append(Shape("text", x=x, y=14, text=_short(s.release, 11), cls="tick xrel",
-                            anchor="middle"))  # fmt: skip
-        shapes.append(Shape("text", x=x, y=28, text=f"{s.created_at:%m-%d %H:%M}",
-                            cls="tick", anchor="middle"))  # fmt: skip
+        shapes.append(
+            Shape("text", x=x, y=14, text=_short(s.release, 11), cls="tick xrel", anchor="middle")
+        )
+        shapes.append(
+            Shape(
+                "text", x=x, y=28, text=f"{s.created_at:%m-%d %H:%M}", cls="tick", anchor="middle"
+            )
+        )
     for i, cid in enumerate(shown):
         y = top + i * cell_h
-        shapes.append(Shape("text", x=left - 6, y=y + cell_h - 4, text=_short(cid, 30),
-                            cls="tick", anchor="end"))  # fmt: skip
+        shapes.append(
+            Shape(
+                "text", x=left - 6, y=y + cell_h - 4, text=_short(cid, 30), cls="tick", anchor="end"
+            )
+        )
         for j, s in enumerate(runs):
             c = s.cases.get(cid)
             rate = c.pass_rate if c is not None else None
-            tip = (f"{cid} · {s.release} ({s.run_id}): "
-                   + ("not run" if c is None else
-                      f"pass rate {'—' if rate is None else f'{rate:.3f}'}, {c.n} judged, "
-                      f"{c.label}"))  # fmt: skip
-            shapes.append(Shape("rect", x=left + j * cell_w, y=y, w=cell_w - 2, h=cell_h - 2,
-                                cls=f"heat h{_band(rate)}", title=tip))  # fmt: skip
+            tip = f"{cid} · {s.release} ({s.run_id}): " + (
+                "not run"
+                if c is None
+                else f"pass rate {'—' if rate is None else f'{rate:.3f}'}, {c.n} judged, {c.label}"
+            )
+            shapes.append(
+                Shape(
+                    "rect",
+                    x=left + j * cell_w,
+                    y=y,
+                    w=cell_w - 2,
+                    h=cell_h - 2,
+                    cls=f"heat h{_band(rate)}",
+                    title=tip,
+                )
+            )
     more = f" · {len(ids) - len(shown)} steady cases not drawn" if len(ids) > len(shown) else ""
-    shapes.append(Shape("text", x=left, y=height - 6, text=f"{len(shown)} cases, least "
-                        f"passing first{more}", cls="tick"))  # fmt: skip
+    shapes.append(
+        Shape(
+            "text",
+            x=left,
+            y=height - 6,
+            text=f"{len(shown)} cases, least passing first{more}",
+            cls="tick",
+        )
+    )
     return Plot(
         width,
         height,

@@ -16,8 +16,16 @@ from collections.abc import Iterable
 from harness.frozen import Frozen as _Frozen
 from harness.store.records import AttemptRecord, RunRecord
 
-__all__ = ["HarnessCost", "ModelCost", "VerifyCost", "harness_cost", "model_cost",
-           "ordered_union", "transcript_refs", "verify_cost"]  # fmt: skip
+__all__ = [
+    "HarnessCost",
+    "ModelCost",
+    "VerifyCost",
+    "harness_cost",
+    "model_cost",
+    "ordered_union",
+    "transcript_refs",
+    "verify_cost",
+]
 
 TRANSCRIPT_CALLS = 20
 """Calls of a failed trial's transcript copied into the folder (the last ones)."""
@@ -85,9 +93,14 @@ def harness_cost(records: Iterable[RunRecord]) -> HarnessCost | None:
             steps[name] = steps.get(name, 0.0) + (value or 0.0)
     if not overhead:
         return None
-    return HarnessCost(trials=len(overhead), overhead_s=sum(overhead),
-                       overhead_median_s=statistics.median(overhead), verifier_s=sum(verifier),
-                       verifier_median_s=statistics.median(verifier), steps=steps)  # fmt: skip
+    return HarnessCost(
+        trials=len(overhead),
+        overhead_s=sum(overhead),
+        overhead_median_s=statistics.median(overhead),
+        verifier_s=sum(verifier),
+        verifier_median_s=statistics.median(verifier),
+        steps=steps,
+    )
 
 
 def model_cost(records: Iterable[RunRecord]) -> ModelCost | None:
@@ -111,9 +124,16 @@ def model_cost(records: Iterable[RunRecord]) -> ModelCost | None:
         trials += used
     if not trials:
         return None
-    return ModelCost(trials=trials, turns=turns, input_tokens=tin, output_tokens=tout,
-                     tokens=tin + tout, cost=cost, upstream_wait_s=wait,
-                     models=tuple(sorted(models)))  # fmt: skip
+    return ModelCost(
+        trials=trials,
+        turns=turns,
+        input_tokens=tin,
+        output_tokens=tout,
+        tokens=tin + tout,
+        cost=cost,
+        upstream_wait_s=wait,
+        models=tuple(sorted(models)),
+    )
 
 
 def verify_cost(records: Iterable[RunRecord]) -> VerifyCost:

@@ -85,12 +85,12 @@ class Baseline:
                 (e.g. a ``{project}`` host path): the baseline must be re-promoted.
         """
         sysdef = self.file.release.system
-        fields = {k: sysdef[k] for k in ("agent", "components", "retry")}
-        if sysdef.get("upstream") is not None:  # the baseline reaches its model the same way
-            fields["upstream"] = sysdef["upstream"]
+        fields = {"agent": sysdef.agent, "components": sysdef.components, "retry": sysdef.retry}
+        if sysdef.upstream is not None:  # the baseline reaches its model the same way
+            fields["upstream"] = sysdef.upstream
         try:
             return Release.model_validate(fields)
-        except (ValidationError, KeyError) as exc:
+        except ValidationError as exc:
             raise self.stale(f"its stored release definition is no longer valid: {exc}") from None
 
     def check_agent_files(self, now: dict[str, str]) -> None:
@@ -99,7 +99,7 @@ class Baseline:
         Raises:
             ConfigError: a file the baseline's agent declared changed since promotion.
         """
-        stored = self.file.release.system.get("agent_files", {})
+        stored = self.file.release.system.agent_files or {}
         if stored != now:
             changed = sorted(k for k in {*stored, *now} if stored.get(k) != now.get(k))
             raise self.stale(

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from harness.frozen import Frozen as _Frozen
 from harness.sandbox.base import Bound, Termination
+from harness.system import SystemDefinition
 
 __all__ = [
     "STEP_NAMES",
@@ -383,8 +384,8 @@ class ReleaseRecord(_Frozen):
     run_id: str
     release: str
     system_digest: str
-    system: dict[str, Any]
-    """The components that define the system, as hashed."""
+    system: SystemDefinition
+    """The components that define the system, as hashed (``system_digest`` is its digest)."""
     task_set: str
     task_set_digest: str
     cases: dict[str, str]

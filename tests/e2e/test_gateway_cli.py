@@ -60,7 +60,8 @@ def test_upstream_is_part_of_the_system_digest_and_of_the_baseline_release(proje
     _add_release(project, UPSTREAM_RELEASE)
     p = load_project(project)
     sysdef = p.system_definition("modelled", "ts", "v")
-    assert sysdef["upstream"]["key_env"] == "HGW_E2E_KEY"  # the name, never a value
+    assert sysdef.upstream is not None
+    assert sysdef.upstream["key_env"] == "HGW_E2E_KEY"  # the name, never a value
     before = p.system_digest("modelled", "ts", "v")
     path = project / "harness.yaml"
     path.write_text(path.read_text().replace("output_per_mtok: 2.0", "output_per_mtok: 3.0"))
