@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 from harness.trial.evidence import check_reports, parse_stream, strip_stream
+from harness.trial.runner_guard import canary_token
 
 NONCE = "n0nce"
 PATH = "/workspace/reports/junit.xml"
-CANARY = f"::harness_canary_{NONCE}"
+CANARY = f"::harness_canary_{canary_token(NONCE)}"
 
 
 def rec(**fields: object) -> bytes:

@@ -121,6 +121,24 @@ def test_tests_under_library_decorators_are_their_modules_own(tmp_path):
     assert guarded and problems == [], problems
 
 
+def test_the_streams_secret_is_nowhere_the_test_process_can_read(tmp_path):
+    """Not in the environment, not in the process's initial environment block, not in the
+    guard's modules: code under test that looks for it finds nothing (it is ``n0nce``)."""
+    probe = (
+        "import os, subprocess, sys\n\n"
+        "def test_look():\n"
+        "    env = subprocess.run(['cat', '/proc/%d/environ' % os.getpid()],\n"
+        "                         capture_output=True).stdout\n"
+        "    mods = repr([vars(m) for n, m in sys.modules.items()\n"
+        "                 if n in ('harness_canary', 'sitecustomize')])\n"
+        "    assert b'n0nce' not in env and 'n0nce' not in repr(os.environ)\n"
+        "    assert 'n0nce' not in mods\n"
+    )
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_probe.py": probe})
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+
+
 def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
     junit = b'<testsuite><testcase classname="t" name="a"/></testsuite>'
     assert check_canary(junit, "n", guarded=False) == (junit, None)

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.trial.junit import JUnitError, parse_junit
+from harness.trial.runner_guard import canary_token
 
 __all__ = [
     "GUARD_MOUNT",
@@ -114,8 +115,44 @@ class _HarnessEarly:
         return None
 
 
+def _scrub(entry):
+    """Overwrite ``entry`` in this process's initial environment block (``/proc/self/environ``)."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
+        needle = entry.encode("utf-8", "surrogateescape")
+        with open("/proc/self/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            at = mem.read(end - start).find(needle)
+            if at >= 0:
+                mem.seek(start + at)
+                mem.write(b"X" * len(needle))
+    except (OSError, ValueError, IndexError):
+        pass
+
+
 def _install():
     here = _os.path.dirname(_os.path.abspath(__file__))
+    scrub, early = _scrub, []
+    escapes = {i: "\\u%04x" % i for i in (*range(32), *range(0xD800, 0xE000))}
+    escapes.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+    def encode(value, depth=0):
+        # JSON for a record, with nothing a candidate can rebind (the ``json`` module can be)
+        kind = type(value)
+        if value is None or kind is bool:
+            return {None: "null", True: "true", False: "false"}[value]
+        if kind is int:
+            return int.__repr__(value)
+        if kind is dict and depth < 2:
+            return "{" + ",".join(
+                encode(k if type(k) is str else "?", depth + 1) + ":" + encode(v, depth + 1)
+                for k, v in dict.items(value)
+            ) + "}"
+        if kind is not str:
+            value = object.__repr__(value)
+        return '"' + str.translate(value, escapes) + '"'
     try:
         with open(_os.path.join(here, "guard.json")) as fh:
             cfg = _json.load(fh)
@@ -128,7 +165,15 @@ def _install():
     changes = frozenset(("os.remove", "os.rename", "os.truncate", "os.chmod", "os.utime"))
     norm = _os.path.normpath
     getcwd = _os.getcwd
-    prefix = ("\n@@harness:" + _os.environ.get("HARNESS_CANARY", "") + "@@ ").encode()
+    # The stream's secret: taken out of the environment (children do not inherit it) and
+    # out of this process's initial environment block; from here on only the audit hook
+    # below holds it, and no Python object reaches an audit hook.
+    secret = _os.environ.pop("HARNESS_STREAM", "")
+    if secret:
+        scrub("HARNESS_STREAM=" + secret)
+    prefix = ("\n@@harness:" + secret + "@@ ").encode()
+    plugin = _os.path.join(here, "harness_canary.py")
+    emitter = []  # the plugin's ``_emit`` code, registered once when it loads
     try:
         fd = _os.dup(2)
     except OSError:
@@ -137,12 +182,9 @@ def _install():
     if roots and _pytest_run():
 
         def report(name):
-            what = {"k": "x", "pid": _os.getpid(), "what": "candidate module %s imported "
-                    "before the test run started (refused)" % name}
-            try:
-                _os.write(fd, prefix + _json.dumps(what).encode() + b"\n")
-            except OSError:
-                pass
+            _sys.audit("harness.guard.early", name)
+
+        early.append(report.__code__)
 
         _sys.meta_path.insert(0, _HarnessEarly(roots, locked, report))
     watch = frozenset(
@@ -153,37 +195,85 @@ def _install():
         )
     )
     frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
+    private = ("/environ", "/mem")
     getframe = _sys._getframe
-    dumps = _json.dumps
     write = _os.write
     pid = _os.getpid
     state = [False, 0]
+    running = _pytest_run()
+
+    def out(rec):
+        try:
+            write(fd, prefix + encode(rec).encode("utf-8", "surrogatepass") + b"\n")
+        except OSError:
+            pass
+
+    def guard_event(event, args):
+        f = getframe(2)  # the code that raised the event
+        if event == "harness.guard.early":
+            if early and f.f_code is early[0]:
+                out({"k": "x", "pid": pid(), "what": "candidate module %s imported before "
+                     "the test run started (refused)" % (args[0],)})
+            return
+        if event == "harness.guard.register":
+            ok = (not emitter and running and f.f_code.co_filename == plugin
+                  and f.f_code.co_name == "<module>" and args
+                  and getattr(args[0], "co_filename", None) == plugin)
+            if ok:
+                emitter.append(args[0])
+                return
+        elif emitter and f.f_code is emitter[0] and args and type(args[0]) is dict:
+            caller = getframe(3).f_code.co_filename
+            if caller == plugin:
+                out(args[0])
+                return
+            f = getframe(3)
+        state[1] += 1
+        out({"k": "x", "pid": pid(), "what": "guard record (%s) from code not the guard's"
+             % event, "where": "%s:%d" % (f.f_code.co_filename, f.f_lineno)})
 
     def hook(event, args):
-        if state[0] or state[1] >= 50:
+        if state[0]:
+            return
+        if event.startswith("harness.guard"):
+            state[0] = True
+            try:
+                guard_event(event, args)
+            except Exception:
+                pass
+            finally:
+                state[0] = False
+            return
+        if state[1] >= 50:
             return
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in frames:
                 return
         elif event == "open" or event in changes:
-            # the run cannot change a locked file (the sandbox denies it); trying is noted
+            # the run cannot change a locked file (the sandbox denies it); trying is noted;
+            # so is reading a process's environment or memory (where secrets were)
             target = args[0] if args else None
-            if event == "open":
-                mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
-                if not (isinstance(mode, str) and any(c in mode for c in "wax+")) and not (
-                    isinstance(flags, int) and flags & writes
-                ):
-                    return
             if isinstance(target, bytes):
                 target = target.decode("utf-8", "surrogateescape")
-            if not isinstance(target, str) or not locked:
+            if not isinstance(target, str):
                 return
-            try:
-                full = target if target.startswith("/") else getcwd() + "/" + target
-                if norm(full) not in locked:
+            if event == "open" and target.startswith("/proc/") and target.endswith(private):
+                pass
+            else:
+                if event == "open":
+                    mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
+                    if not (isinstance(mode, str) and any(c in mode for c in "wax+")) and not (
+                        isinstance(flags, int) and flags & writes
+                    ):
+                        return
+                if not locked:
                     return
-            except Exception:
-                return
+                try:
+                    full = target if target.startswith("/") else getcwd() + "/" + target
+                    if norm(full) not in locked:
+                        return
+                except Exception:
+                    return
         elif event not in watch and not event.startswith("ctypes."):
             return
         state[0] = True
@@ -192,9 +282,8 @@ def _install():
             name = f.f_code.co_filename
             if name in cand or (name.startswith("<") and not name.startswith("<frozen")):
                 state[1] += 1
-                what = {"k": "x", "pid": pid(), "what": "audit: " + event,
-                        "where": "%s:%d" % (name, f.f_lineno)}
-                write(fd, prefix + dumps(what).encode() + b"\n")
+                out({"k": "x", "pid": pid(), "what": "audit: " + event,
+                     "where": "%s:%d" % (name, f.f_lineno)})
         except Exception:
             pass
         finally:
@@ -204,7 +293,7 @@ def _install():
 
 
 _install()
-del _install
+del _install, _scrub
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
@@ -218,21 +307,19 @@ from time import monotonic as _monotonic
 
 import pytest
 
-_NONCE = os.environ.get("HARNESS_CANARY", "unset")
-_NAME = "harness_canary_" + _NONCE
-_PREFIX = ("\n@@harness:" + _NONCE + "@@ ").encode()
+_NAME = "harness_canary_" + os.environ.get("HARNESS_CANARY", "unset")
 _RUN = "%d-%s" % (os.getpid(), secrets.token_hex(4))
-_FD = os.dup(2)
-_WRITE = os.write
-_DUMPS = json.dumps
+_AUDIT = sys.audit
 
 
 def _emit(rec):
+    # Written by the guard's audit hook (sitecustomize), which alone holds the stream's
+    # secret and its descriptor, and takes records only from this code, called by this file.
     rec["run"] = _RUN
-    try:
-        _WRITE(_FD, _PREFIX + _DUMPS(rec).encode() + b"\n")
-    except OSError:
-        pass
+    _AUDIT("harness.guard", rec)
+
+
+_AUDIT("harness.guard.register", _emit.__code__)
 
 
 def _guard_config():
@@ -944,7 +1031,7 @@ def _compare(run: _Run, data: bytes, nonce: str) -> str | None:
     per_test: dict[str, list[tuple[str, str]]] = {}
     for test_id, when, outcome in run.outcomes:
         per_test.setdefault(test_id, []).append((when, outcome))
-    canary = [k for k in per_test if k.endswith(f"harness_canary_{nonce}")]
+    canary = [k for k in per_test if k.endswith(f"harness_canary_{canary_token(nonce)}")]
     streamed = {k: _streamed_status(v) for k, v in per_test.items() if k not in canary}
     if canary and any(_streamed_status(per_test[k]) not in ("failed", "error") for k in canary):
         return "the harness canary test passed in the runner itself: the runner was patched"
@@ -954,7 +1041,8 @@ def _compare(run: _Run, data: bytes, nonce: str) -> str | None:
         report = parse_junit(data)
     except JUnitError:
         return None  # judged (and failed) as an invalid artifact
-    cases = [c for c in report.cases if not c.name.endswith(f"harness_canary_{nonce}")]
+    token = canary_token(nonce)
+    cases = [c for c in report.cases if not c.name.endswith(f"harness_canary_{token}")]
     reported = Counter(c.id for c in cases if c.status == "passed")
     ran = Counter(k for k, s in streamed.items() if s == "passed")
     forged = [k for k in reported if reported[k] > ran.get(k, 0)]

@@ -604,6 +604,50 @@ for _n in ("assertEqual", "assertTrue", "assertIs", "assertIn"):
 
 # Candidate code puts a right ``add`` into the test modules that imported the wrong one,
 # and shadows ``type`` there.
+# Candidate code looks for the stream's secret everywhere a process keeps one (its
+# environment, its initial environment block read by a child, the guard's modules), then
+# writes a complete "all passed" stream, a matching report, and exits 0 before any test ran.
+FORGE_STREAM = """\
+def _forge():
+    import os, re, subprocess, sys
+    if getattr(sys, "_forged", False):
+        return
+    sys._forged = True
+    found = set(re.findall(r"HARNESS_STREAM=([0-9A-Za-z_-]+)", "\\n".join(
+        "%s=%s" % kv for kv in os.environ.items())))
+    env = subprocess.run(["cat", "/proc/%d/environ" % os.getpid()], capture_output=True).stdout
+    found.update(m.decode() for m in re.findall(rb"HARNESS_STREAM=([0-9A-Za-z_-]+)", env))
+    for name in ("harness_canary", "sitecustomize"):
+        for value in vars(sys.modules.get(name) or os).values():
+            if isinstance(value, bytes) and value.startswith(b"\\n@@harness:"):
+                found.add(value.split(b":", 1)[1].split(b"@@")[0].decode())
+    plugin = sys.modules.get("harness_canary")
+    canary = getattr(plugin, "_NAME", "harness_canary_x")
+    run = getattr(plugin, "_RUN", "1-x")
+    for secret in found or {"unknown"}:
+        pre = ("\\n@@harness:%s@@ " % secret).encode()
+        fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2)
+        out = [fd for fd in fds if not os.path.isfile("/proc/self/fd/%d" % fd)][:1] or [2]
+
+        def rec(d):  # to the first descriptor that may be the guard's (a dup of stderr)
+            d["run"] = run
+            os.write(out[0], pre + __import__("json").dumps(d).encode() + b"\\n")
+        rec({"k": "n", "n": 3})
+        for test in ("tests.test_mul::test_mul", "tests.test_z_add::test_add", "::" + canary):
+            for when in ("setup", "call", "teardown"):
+                bad = when == "call" and test.startswith("::")
+                rec({"k": "t", "id": test, "when": when, "o": "failed" if bad else "passed"})
+        rec({"k": "end", "exit": 0})
+    os.makedirs("reports", exist_ok=True)
+    with open("reports/junit.xml", "w") as fh:
+        fh.write('<testsuite tests="3"><testcase classname="tests.test_mul" name="test_mul"/>'
+                 '<testcase classname="tests.test_z_add" name="test_add"/><testcase '
+                 'classname="" name="%s"><failure message="x">x</failure></testcase>'
+                 '</testsuite>' % canary)
+    os._exit(0)
+_forge()
+"""
+
 TEST_GLOBALS = """\
 import sys as _s
 def _good(a, b):
@@ -692,6 +736,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         _append(CLASS_SWAP),
         _append(UNITTEST_NOOP),
         _append(TEST_GLOBALS),
+        _append(FORGE_STREAM),
     ],
     ids=[
         "hook",
@@ -702,6 +747,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         "class_swap",
         "unittest_noop",
         "test_globals",
+        "forge_stream",
     ],
 )
 def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
