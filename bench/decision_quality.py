@@ -59,7 +59,7 @@ from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
 from harness.gate.decide import decide
 from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate.opchar import wilson
-from harness.gate.policy import Policy, load_policy
+from harness.gate.policy import Policy, PoolPolicy, load_policy, policy_digest
 from harness.gate.pool_rates import live_drifted, pooled_verdict
 from harness.gate.rules import policy_rule
 from harness.gate.stats import ArmData
@@ -824,11 +824,25 @@ def main() -> None:
     parser.add_argument("--live", default="1,2", help="--pool: live baseline trials per case")
     parser.add_argument("--ages", default="0,5", help="--pool: pool ages (runs) of table (ii)")
     parser.add_argument("--shapes", type=int, default=3, help="--pool: (N, k) rows of (i)")
+    parser.add_argument(
+        "--conditional-share",
+        type=float,
+        default=None,
+        help="--pool: policy baseline.pool.conditional_share (unset: the plain alpha)",
+    )
     ns = parser.parse_args()
     loaded = load_policy(ROOT / "policy.yaml")
     policy = loaded.policy.model_copy(update={"critical_cases": (), "required_cases": ()})
     if ns.pool:
-        print(f"policy.yaml version {policy.version} ({loaded.digest[7:19]}), gate rule 2")
+        live = max(int(x) for x in ns.live.split(","))
+        pp = PoolPolicy(live_trials=live, conditional_share=ns.conditional_share)
+        policy = policy.model_copy(
+            update={"baseline": policy.baseline.model_copy(update={"pool": pp})}
+        )
+        print(
+            f"policy.yaml version {policy.version} with baseline.pool {pp.model_dump()} "
+            f"({policy_digest(policy)[7:19]}), gate rule 2"
+        )
         pool_tables(ns, policy)
         return
     if ns.replay:
