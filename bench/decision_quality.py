@@ -25,7 +25,10 @@ the false-FAIL rate conditional on a pool grown for ``--ages`` runs by ``--live`
 baseline trials per case, over ``--stored-samples`` pools × ``--releases`` unchanged
 releases; (i) marginal rates against a full fresh re-run, the same candidate draws; (iii)
 baseline trials executed per release. The gate on counts is
-:func:`harness.gate.pool_rates.pooled_verdict` (property-tested against ``decide``).
+:func:`harness.gate.pool_rates.pooled_verdict` (property-tested against ``decide``);
+``--conditional-share G`` sets the policy's ``baseline.pool.conditional_share`` (the FAIL
+level against the pool lowered by :func:`harness.gate.conditional.pooled_alpha`), and the
+first line prints the digest of the policy in force.
 
 ``--replay`` prints the baseline-replay tables instead (docs/gate.md, "Baseline model
 replay"): (i) the candidate judged against the stored sample vs against a fresh re-run,
@@ -38,7 +41,7 @@ under replay with a flaky verifier, the gate's drift check beside an exact paire
     python bench/decision_quality.py --replay [--reps 1000] [--stored-samples 200]
         [--releases 100] [--tables 123] [--only realistic] [--check-decide 5]
     python bench/decision_quality.py --pool [--live 1,2] [--ages 0,5] [--stored-samples 200]
-        [--releases 100] [--reps 1000] [--shapes 3] [--tables 123]
+        [--releases 100] [--reps 1000] [--shapes 3] [--tables 123] [--conditional-share 0.025]
 """
 
 from __future__ import annotations
