@@ -456,16 +456,20 @@ def rule_baseline_replayed(stored: ArmData) -> list[Reason]:
 
 
 def rule_baseline_pooled(
-    pool: ArmData, live: ArmData | None, alpha: float, level: float
+    pool: ArmData, live: ArmData | None, *, alpha: float | None = None, level: float | None = None
 ) -> list[Reason]:
-    """Say that the reference is a baseline pool plus this run's live baseline trials."""
+    """Say that the reference is a baseline pool plus this run's live baseline trials.
+
+    ``level`` is the FAIL level in force against the pool; the message names it when it is
+    below the policy's ``alpha``.
+    """
     sizes = sorted(len(o) for o in pool.cases.values()) or [0]
     live_n = sorted(len(o) for o in (live.cases.values() if live is not None else ())) or [0]
     span = str(sizes[0]) if sizes[0] == sizes[-1] else f"{sizes[0]}–{sizes[-1]}"
     lowered = (
         f"; against this partly fixed reference the FAIL level is α = {level:.3g} (policy "
         f"α = {alpha}, lowered by baseline.pool.conditional_share)"
-        if level < alpha
+        if level is not None and alpha is not None and level < alpha
         else ""
     )
     return [
@@ -568,7 +572,7 @@ def decide(
     rule_policy = policy
     if baseline_pooled and stored_baseline is not None:
         level = _pooled_level(policy, candidate, stored_baseline, baseline)
-        reasons += rule_baseline_pooled(stored_baseline, baseline, policy.alpha, level)
+        reasons += rule_baseline_pooled(stored_baseline, baseline, alpha=policy.alpha, level=level)
         if level < policy.alpha:
             rule_policy = policy.model_copy(update={"alpha": level, "warn_alpha": policy.warn_level})
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
