@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ import click
 from harness.cli.common import err, handle_errors, out, project_option
 
 if TYPE_CHECKING:
+    from harness.pool_check import PoolCheck
     from harness.project import Project
 
 
@@ -89,35 +91,38 @@ def policy_check(
         target=target,
         recommend=(3, 5, 7, 10, 15, 20) if recommend else (),
     )
+    pooled = _pool_check(project, baseline, k, seed, pool_samples, pool_releases)
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        data = result.model_dump(mode="json")
+        data["pool"] = pooled.model_dump(mode="json") if pooled is not None else None
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         for line in result.render():
             out.print(line, highlight=False, soft_wrap=True)
-    if not as_json:
-        _pool_lines(project, baseline, k, seed, pool_samples, pool_releases)
+        if pooled is not None:
+            from harness.pool_check import render_pool
+
+            out.print("")
+            for line in (x for report in pooled.pools for x in render_pool(report)):
+                out.print(line, highlight=False, soft_wrap=True)
     source = "cached result" if cached else f"simulated in {result.seconds:.1f}s"
     err.print(f"{source} · {project.store_dir.name}/cache", highlight=False)
 
 
-def _pool_lines(
+def _pool_check(
     project: Project, baseline: str | None, k: int | None, seed: int, pools: int, releases: int
-) -> None:
-    """Print the conditional rates of the baseline pool when the policy keeps one."""
+) -> PoolCheck | None:
+    """The baseline pool's sizes, sources and conditional rates when the policy keeps one."""
     from harness.gate.opchar import choose_baseline
     from harness.gate.policy import load_policy
-    from harness.pool_check import pool_check_lines
+    from harness.pool_check import pool_check
     from harness.store.baseline import load_baseline
 
     if project.policy_path is None:
-        return
+        return None
     policy = load_policy(project.policy_path).policy
     if policy.baseline.pool is None:
-        return
+        return None
     name = choose_baseline(project.baselines_dir, baseline)
     kk = k or load_baseline(project.baselines_dir, name).file.release.k
-    out.print("")
-    for line in pool_check_lines(
-        project, policy, name, kk, pools=pools, releases=releases, seed=seed
-    ):
-        out.print(line, highlight=False, soft_wrap=True)
+    return pool_check(project, policy, name, kk, pools=pools, releases=releases, seed=seed)

@@ -34,6 +34,7 @@ from typing import Literal
 
 from harness.frozen import Frozen as _Frozen
 from harness.gate.compare import Comparison, compare_arms
+from harness.gate.conditional import pool_level
 from harness.gate.drift import DriftCheck, drift_check
 from harness.gate.policy import Policy, policy_digest
 from harness.gate.regression import RuleResult
@@ -454,20 +455,33 @@ def rule_baseline_replayed(stored: ArmData) -> list[Reason]:
     ]
 
 
-def rule_baseline_pooled(pool: ArmData, live: ArmData | None) -> list[Reason]:
-    """Say that the reference is a baseline pool plus this run's live baseline trials."""
+def rule_baseline_pooled(
+    pool: ArmData, live: ArmData | None, *, alpha: float | None = None, level: float | None = None
+) -> list[Reason]:
+    """Say that the reference is a baseline pool plus this run's live baseline trials.
+
+    ``level`` is the FAIL level in force against the pool; the message names it when it is
+    below the policy's ``alpha``.
+    """
     sizes = sorted(len(o) for o in pool.cases.values()) or [0]
     live_n = sorted(len(o) for o in (live.cases.values() if live is not None else ())) or [0]
     span = str(sizes[0]) if sizes[0] == sizes[-1] else f"{sizes[0]}–{sizes[-1]}"
+    lowered = (
+        f"; against this partly fixed reference the FAIL level is α = {level:.3g} (policy "
+        f"α = {alpha}, lowered by baseline.pool.conditional_share)"
+        if level is not None and alpha is not None and level < alpha
+        else ""
+    )
     return [
         make_reason(
             "baseline_pooled",
             "info",
             f"the candidate is compared with the baseline pool ({span} stored trials per "
             f"case) plus this run's {live_n[-1]} live baseline trial(s) per case; the live "
-            "trials were checked against the pool for drift",
+            f"trials were checked against the pool for drift{lowered}",
             pool_trials={cid: len(o) for cid, o in sorted(pool.cases.items())},
             live_trials=live_n[-1],
+            fail_level=level,
         )
     ]
 
@@ -555,8 +569,12 @@ def decide(
     reasons = rule_validity(run_valid, invalid_reasons)
     if baseline_replayed and stored_baseline is not None:
         reasons += rule_baseline_replayed(stored_baseline)
+    rule_policy = policy
     if baseline_pooled and stored_baseline is not None:
-        reasons += rule_baseline_pooled(stored_baseline, baseline)
+        level = _pooled_level(policy, candidate, stored_baseline, baseline)
+        reasons += rule_baseline_pooled(stored_baseline, baseline, alpha=policy.alpha, level=level)
+        if level < policy.alpha:
+            rule_policy = policy.model_copy(update={"alpha": level, "warn_alpha": policy.warn_level})
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
     drift, found = rule_drift(policy, baseline, stored_baseline)
     reasons += found
@@ -571,7 +589,7 @@ def decide(
         reasons += _judge_alone(policy, candidate, required)
     else:
         comparison, rule, imputed, found = _judge_compared(
-            policy, candidate, reference, required, critical, pooled
+            policy, candidate, reference, required, critical, pooled, rule_policy
         )
         reasons += found
     if operating_characteristics:
@@ -593,6 +611,22 @@ def decide(
         imputed_verdict=imputed,
         baseline_replayed=baseline_replayed,
         baseline_pooled=baseline_pooled,
+    )
+
+
+def _pooled_level(policy: Policy, candidate: ArmData, pool: ArmData, live: ArmData | None) -> float:
+    """The FAIL level against the pool: judged trials per case of each part, then
+    :func:`harness.gate.conditional.pool_level`."""
+    ids = sorted(candidate.cases)
+
+    def judged(arm: ArmData | None, cid: str) -> int:
+        return 0 if arm is None else summarize_case(arm.cases.get(cid, ()), arm.k).n
+
+    return pool_level(
+        policy,
+        [judged(candidate, c) for c in ids],
+        [judged(pool, c) for c in ids],
+        [judged(live, c) for c in ids],
     )
 
 
@@ -619,8 +653,13 @@ def _judge_compared(
     required: Sequence[str],
     critical: Sequence[str],
     pooled: ArmData | None,
+    rule_policy: Policy,
 ) -> tuple[Comparison, RuleResult | None, VerdictKind | None, list[Reason]]:
-    """Compare the candidate with the reference arm; return the comparison and its reasons."""
+    """Compare the candidate with the reference arm; return the comparison and its reasons.
+
+    ``rule_policy`` is ``policy`` with the FAIL level of the regression family in force
+    (lowered against a baseline pool by ``baseline.pool.conditional_share``).
+    """
     ids = sorted(set(candidate.cases) | set(reference.cases) | set(required))
     comparison = compare_arms(
         candidate,
@@ -645,11 +684,11 @@ def _judge_compared(
             )
         )
     else:
-        rule, core = rule_regression(policy, comparison, critical)
+        rule, core = rule_regression(rule_policy, comparison, critical)
         core += rule_budget(comparison) + rule_non_inferiority(policy, comparison)
         reasons += core
         imputed, flip = rule_imputation(
-            policy, candidate, reference, ids, critical, _RANK[rule.outcome]
+            rule_policy, candidate, reference, ids, critical, _RANK[rule.outcome]
         )
         reasons += flip
     missing = [c for c in ids if c not in comparison.compared]

@@ -120,6 +120,11 @@ class PoolPolicy(_Frozen):
     """Keep the live trials of at most this many latest runs (None = no limit)."""
     max_age_days: Annotated[int, Field(ge=1)] | None = None
     """Drop live trials older than this many days at the run's start (None = no limit)."""
+    conditional_share: Annotated[float, Field(gt=0, lt=0.5)] | None = None
+    """At most this share of pools may falsely fail more than ``2 * alpha`` of unchanged
+    releases: the FAIL level against the pool is lowered to what the conditioning formula
+    gives for the run's fixed share (:func:`harness.gate.conditional.pooled_alpha`; None =
+    the plain ``alpha``). Enters the digest only when set."""
 
 
 class BaselinePolicy(_Frozen):
@@ -236,7 +241,7 @@ class Policy(_Frozen):
         return self
 
 
-_UNSET_WHEN_NONE = (("baseline", "pool"),)
+_UNSET_WHEN_NONE = (("baseline", "pool"), ("baseline", "pool", "conditional_share"))
 """Fields added after policies were stored: canonical content leaves them out while unset,
 so an existing policy file keeps its digest (and its stored runs still resume)."""
 
@@ -244,9 +249,12 @@ so an existing policy file keeps its digest (and its stored runs still resume)."
 def policy_data(policy: Policy) -> dict[str, Any]:
     """Return the canonical content of ``policy`` (defaults in, unset later fields out)."""
     data = policy.model_dump(mode="json")
-    for section, name in _UNSET_WHEN_NONE:
-        if data[section].get(name, 0) is None:
-            del data[section][name]
+    for *path, name in _UNSET_WHEN_NONE:
+        where = data
+        for part in path:
+            where = where.get(part) or {}
+        if name in where and where[name] is None:
+            del where[name]
     return data
 
 

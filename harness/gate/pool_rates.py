@@ -18,6 +18,7 @@ import numpy as np
 
 from harness.frozen import Frozen as _Frozen
 from harness.gate.budget import beta_prior, flip_risk, poisson_binomial_pmf
+from harness.gate.conditional import pool_level
 from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate.opchar import Rate, wilson
 from harness.gate.policy import Policy
@@ -73,7 +74,8 @@ def pooled_verdict(
     ``pool`` passes of ``pool_n`` trials per case, ``live`` passes of ``s`` live baseline
     trials, ``cand`` passes of ``k`` candidate trials (case ids ``case-000`` …). The same
     rules in the same order as :func:`harness.gate.decide` with ``baseline_pooled=True``:
-    drift → ``blocked``; the regression family → ``fail`` / ``warn``; no candidate pass →
+    drift → ``blocked``; the regression family (FAIL at
+    :func:`harness.gate.conditional.pool_level`) → ``fail`` / ``warn``; no candidate pass →
     ``fail``; the regression budget and non-inferiority → ``warn``.
     """
     n_cases = cand.size
@@ -81,7 +83,10 @@ def pooled_verdict(
         return "blocked"
     ref, ref_n = pool + live, pool_n + s
     ids = [f"case-{i:03d}" for i in range(n_cases)]
-    res = policy_rule(policy, ids, cand, np.full(n_cases, k), ref, ref_n, k=k, critical=critical)
+    level = pool_level(policy, np.full(n_cases, k), pool_n, np.full(n_cases, s))
+    res = policy_rule(
+        policy, ids, cand, np.full(n_cases, k), ref, ref_n, k=k, critical=critical, alpha=level
+    )
     if res.outcome == "fail" or cand.sum() == 0:
         return "fail"
     if res.outcome == "warn":

@@ -92,11 +92,14 @@ def policy_rule(
     *,
     k: int,
     critical: Sequence[str] = (),
+    alpha: float | None = None,
 ) -> RuleResult:
     """Apply the regression rule to per-case counts with ``policy``'s levels and thresholds.
 
     The one place a policy's fields become the rule's arguments: the gate, ``policy check``
-    and the decision-quality bench all call it.
+    and the decision-quality bench all call it. ``alpha`` replaces the FAIL level (a
+    comparison against a baseline pool, :func:`harness.gate.conditional.pool_level`); the
+    WARN level stays the policy's.
     """
     th = policy.thresholds
     return regression_rule(
@@ -107,7 +110,7 @@ def policy_rule(
         m,
         k=k,
         critical=critical,
-        alpha=policy.alpha,
+        alpha=policy.alpha if alpha is None else alpha,
         warn_alpha=policy.warn_level,
         critical_share=policy.critical_share,
         pass_rate_drop=th.pass_rate_drop,

@@ -96,3 +96,39 @@ def test_bundled_regressed_release_fails_with_critical_cases_named(example: Path
     codes = {r["code"]: r for r in gate["decision"]["reasons"]}
     assert "operating_characteristics" in codes
     assert "concentrated drop" in codes["operating_characteristics"]["message"]
+
+
+def test_policy_check_json_carries_the_pool_section(example: Path) -> None:
+    """With baseline.pool the JSON holds what the text prints: sizes, sources, spread."""
+    policy = example / "policy.yaml"
+    plain = policy.read_text()
+    pool_line = "  pool: {live_trials: 2, conditional_share: 0.05}\n"
+    at = "  drift_tolerance: 0.10\n"
+    policy.write_text(plain.replace(at, at + pool_line))
+    args = ("policy", "check", "--reps", "50", "--pool-samples", "5", "--pool-releases", "5")
+    done = harness(example, *args, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert data["inputs"]["k"] == 5  # the operating characteristics are still there
+    section = data["pool"]
+    assert section["baseline"] == "production-previous" and section["conditional_share"] == 0.05
+    (pool,) = section["pools"]
+    # no gated run yet: the pool is the promoted run's 5 trials per case, nothing live
+    assert pool["runs"] == [] and pool["cases"]
+    assert all(c == {"trials": 5, "promoted": 5, "live": 0} for c in pool["cases"].values())
+    assert [r["name"] for r in pool["spreads"]] == [
+        "promoted trials alone",
+        "pools of this size (now)",
+        "after 5 more runs",
+    ]
+    for row in pool["spreads"]:
+        assert row["spread"]["pools"] == 5 and 0 <= row["spread"]["share_above"] <= 1
+    assert pool["posterior"]["fail"]["reps"] == 500
+    # the lowered FAIL level of a comparison against 5 fixed + 2 live trials per case
+    assert 0 < pool["fail_level"] < pool["alpha"] == 0.05
+    text = harness(example, *args)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert pool["summary"] in text.stdout and "FAIL level against this pool" in text.stdout
+    # without a pool in the policy the section is null
+    policy.write_text(plain)
+    assert json.loads(harness(example, *args, "--json").stdout)["pool"] is None
