@@ -8,8 +8,9 @@ Every command is launched without ``preexec_fn`` (unsafe next to threads) throug
 ``sh`` gate that blocks reading one line of its stdin. Meanwhile the parent moves it into a
 fresh cgroup (memory incl. swap, pids, CPU accounting) and sets its rlimits with ``prlimit(2)``;
 then it releases the gate and ``sh`` execs ``bwrap`` (read-only root, private ``/tmp``,
-``/dev``, ``/proc``, new pid/ipc/net namespaces, all capabilities dropped) which runs the
-command. Everything the command spawns therefore starts inside the cgroup.
+``/dev``, ``/proc``, new pid/ipc/net namespaces, all capabilities dropped, a seccomp filter
+from :mod:`harness.sandbox._seccomp`) which runs the command. Everything the command spawns
+therefore starts inside the cgroup.
 
 Mechanisms are chosen per contract by :func:`plan_isolation` from the detected
 :class:`HostCapabilities`; a bound that cannot be enforced raises
@@ -56,6 +57,7 @@ from harness.sandbox._host import (
     umount,
 )
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
+from harness.sandbox._seccomp import filter_fd
 from harness.sandbox._treebound import check_host_tree
 from harness.sandbox._view import check_view, mount_parents, system_binds
 from harness.sandbox.base import (
@@ -372,7 +374,13 @@ class LocalSession:
 
     # -- exec ----------------------------------------------------------------------------
 
-    def _command(self, argv: Sequence[str], cwd: Path, info_fd: int | None = None) -> list[str]:
+    def _command(
+        self,
+        argv: Sequence[str],
+        cwd: Path,
+        info_fd: int | None = None,
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
         plan, c = self._plan, self._contract
         drop: list[str] = []
         if self._caps.drops_privileges:
@@ -428,6 +436,9 @@ class LocalSession:
                 cmd += ["--remount-ro", "/"]
             if plan.network == "bwrap":
                 cmd.append("--unshare-net")
+            if seccomp_fd is not None:
+                # Denies the calls that reach kernel state shared across runs (keyrings...).
+                cmd += ["--seccomp", str(seccomp_fd)]
             if info_fd is not None:
                 # Inside the sandbox, once bwrap's setup is done: say so, then become argv.
                 marker = f'printf started > /proc/self/fd/{info_fd}; exec "$@"'
@@ -539,8 +550,21 @@ class LocalSession:
         that line on the same pipe (dash's ``read`` consumes byte by byte, never more).
         """
         info_r, info_w = os.pipe() if self._plan.bwrap else (None, None)
-        command = self._command(argv, cwd, info_w)
-        fds = [info_w] if info_w is not None else []
+        seccomp_fd = None
+        if self._plan.bwrap:
+            try:
+                seccomp_fd = filter_fd()
+            except (ValueError, OSError) as exc:
+                for fd in (info_r, info_w):
+                    if fd is not None:
+                        os.close(fd)
+                if group is not None:
+                    group.remove()
+                raise SandboxUnavailableError(
+                    f"local sandbox {self.label}: no seccomp filter: {exc}"
+                ) from exc
+        command = self._command(argv, cwd, info_w, seccomp_fd)
+        fds = [fd for fd in (info_w, seccomp_fd) if fd is not None]
         if self._plan.bwrap:
             # bwrap's own options (every host path: binds, session folder) travel in a
             # memfd that bwrap reads and closes, never on a command line the sandboxed
