@@ -382,3 +382,28 @@ def test_the_budget_reason_names_the_total_charged(gateway: Gateway) -> None:
     total = usage.input_tokens + usage.output_tokens
     assert len(up.served) == 3 and total > 1500
     assert usage.budget == f"{total} tokens used: the limit is 600"
+
+
+def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
+    make_case, make_spec, upstream
+) -> None:
+    """Under Dask the coordinator's session keeps the transcript: the bound holds there,
+    and the worker learns that the trial is settled from the reply."""
+    spec = _spec(make_spec, make_case(""), upstream)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        bad = {**_body(0), "model": "not-the-model"}
+        for _ in range(REFUSED_CALLS):
+            assert _request(remote.socket_path, remote.token, bad)[0] == 400
+        assert not remote.settled.is_set()
+        status, doc = _request(remote.socket_path, remote.token, bad)
+        assert (status, doc["error"]["code"]) == (403, "refused_calls")
+        assert remote.settled.is_set()
+        usage = remote.close()
+        assert usage.budget is not None and len(usage.calls) == REFUSED_CALLS
+    finally:
+        gw.close()
