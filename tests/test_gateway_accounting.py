@@ -21,6 +21,7 @@ from test_trial_gateway import _spec, upstream
 from harness.cases.model import Limits
 from harness.gateway import Gateway, RemoteSession, Session
 from harness.gateway._gateway import REFUSED_BYTES, REFUSED_CALLS
+from harness.gateway._http import HELD_BYTES
 from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, union_seconds
 
 __all__ = ["upstream"]  # the scripted upstream fixture
@@ -407,3 +408,22 @@ def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
         assert usage.budget is not None and len(usage.calls) == REFUSED_CALLS
     finally:
         gw.close()
+
+
+def test_bodies_held_at_once_are_bounded(gateway: Gateway) -> None:
+    """Many concurrent connections cannot make one phase's socket hold their bodies without
+    bound: past HELD_BYTES a request is read, dropped and answered 429."""
+    size = 12 << 20
+    calls = HELD_BYTES // size + 1
+    with ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=3.0)) as up:
+        spec = upstream_spec(up, concurrency=calls)
+        with gateway.open_session("t1", spec, Limits()) as s:
+            big = [_body(i) for i in range(calls)]
+            for b in big:
+                b["messages"][0]["content"] += "x" * (size - 200)
+            replies = _at_once(calls, lambda i: _request(s.socket_path, s.token, big[i]))
+            after, _ = _request(s.socket_path, s.token, _body(99))  # released once answered
+    statuses = sorted(status for status, _ in replies)
+    assert statuses == [200] * (calls - 1) + [429]
+    assert [doc["error"]["code"] for st, doc in replies if st == 429] == ["held_bytes"]
+    assert after == 200 and len(up.requests) == calls
