@@ -74,6 +74,11 @@ class Script:
     the answer is cut at the request's ``max_tokens`` and there are ``n`` choices."""
     obey_max_tokens: bool = True
     """``False``: an upstream that ignores ``max_tokens`` (a fault the gateway must catch)."""
+    overrides: tuple[str, ...] = ()
+    """Fields of the provider's own that win over ``max_tokens`` when sent (llama.cpp's
+    ``n_predict``): the completion is as long as they say."""
+    image_tokens: int = 0
+    """Prompt tokens each ``image_url`` part costs (a vision model's image price)."""
 
 
 def usage_for(messages: Any, command: str) -> tuple[int, int]:
@@ -145,11 +150,21 @@ class _Handler(BaseHTTPRequestHandler):
         cmds = script.commands
         command = cmds[step] if step < len(cmds) else FINISH
         pt, ct = usage_for(messages, command)
+        pt += script.image_tokens * sum(
+            1
+            for m in messages
+            if isinstance(m.get("content"), list)
+            for part in m["content"]
+            if part.get("type") == "image_url"
+        )
         if script.completion_tokens is not None:
             ct = script.completion_tokens
         cap = req.get("max_tokens") or req.get("max_completion_tokens")
         if script.obey_max_tokens and isinstance(cap, int):
             ct = min(ct, cap)
+        for name in script.overrides:
+            if isinstance(req.get(name), int):
+                ct = req[name]
         ct *= req.get("n") or 1
         with up.lock:
             up.requests.append(req)

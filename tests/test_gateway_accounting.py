@@ -20,7 +20,9 @@ from test_trial_gateway import _spec, upstream
 
 from harness.cases.model import Limits
 from harness.gateway import Gateway, RemoteSession, Session
-from harness.gateway._reserve import SAFE_MAX_TOKENS, union_seconds
+from harness.gateway._gateway import REFUSED_BYTES, REFUSED_CALLS
+from harness.gateway._http import HELD_BYTES
+from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, union_seconds
 
 __all__ = ["upstream"]  # the scripted upstream fixture
 
@@ -103,13 +105,128 @@ def test_an_upstream_that_ignores_max_tokens_is_a_fault(gateway: Gateway) -> Non
     script = Script(["ls"], completion_tokens=500, obey_max_tokens=False)
     with (
         ScriptedUpstream(script) as up,
-        gateway.open_session("t1", upstream_spec(up), Limits(tokens=300)) as s,
+        gateway.open_session("t1", upstream_spec(up), Limits(tokens=2000)) as s,
     ):
-        status, doc = _request(s.socket_path, s.token, _body(0))
+        status, doc = _request(s.socket_path, s.token, _body(0, max_tokens=50))
     assert (status, doc["error"]["code"]) == (502, "upstream")
     usage = s.usage()
     assert usage.fault and "over the max_tokens" in usage.fault
     assert usage.output_tokens == 500  # paid, so charged and on the record
+
+
+def test_a_call_that_takes_the_phase_over_its_budget_is_the_agents_never_a_fault(
+    gateway: Gateway,
+) -> None:
+    """However the upstream was made to serve more than it was sent (a provider's own
+    field, a quirk), a total over ``limits.tokens`` is the agent's budget_exceeded."""
+    script = Script(["ls"], completion_tokens=500, obey_max_tokens=False)
+    with (
+        ScriptedUpstream(script) as up,
+        gateway.open_session("t1", upstream_spec(up), Limits(tokens=300)) as s,
+    ):
+        status, doc = _request(s.socket_path, s.token, _body(0, max_tokens=50))
+    usage = s.usage()
+    assert (status, doc["error"]["code"]) == (403, "budget")
+    assert usage.fault is None and usage.budget is not None
+    assert usage.output_tokens == 500 and s.settled.is_set()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"n_predict": 1_000_000},  # llama.cpp server
+        {"num_predict": 1_000_000},  # Ollama
+        {"max_new_tokens": 1_000_000},  # TGI
+        {"min_tokens": 1_000_000},  # vLLM
+        {"service_tier": "priority"},  # billed at another price
+    ],
+)
+def test_fields_the_gateway_does_not_meter_are_refused_and_never_forwarded(
+    gateway: Gateway, extra: dict[str, Any]
+) -> None:
+    script = Script(["ls"], completion_tokens=10, overrides=("n_predict", "num_predict"))
+    name = next(iter(extra))
+    with ScriptedUpstream(script) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits(tokens=20_000)) as s:
+            status, doc = _request(s.socket_path, s.token, _body(0, max_tokens=100, **extra))
+            # the fields the gateway meters still pass, the agent can retry without the field
+            ok, _ = _request(
+                s.socket_path,
+                s.token,
+                _body(1, max_tokens=100, temperature=0.2, seed=1, stop=["x"], tools=[]),
+            )
+        usage = s.usage()
+    assert (status, doc["error"]["code"]) == (400, "field")
+    assert repr(name) in doc["error"]["message"]
+    assert ok == 200 and len(up.requests) == 1 and name not in up.requests[0]
+    assert [c.refused for c in usage.calls if c.turn == 0] == ["field"]
+    assert usage.budget is None and usage.fault is None
+    assert usage.output_tokens == 10
+
+
+def test_refused_calls_are_bounded_in_count(gateway: Gateway) -> None:
+    """A refused call costs no turn and no token: past a bound it settles the trial."""
+    with ScriptedUpstream(Script(["ls"])) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            replies = [
+                _request(s.socket_path, s.token, {**_body(i), "model": "not-the-model"})
+                for i in range(REFUSED_CALLS + 10)
+            ]
+        usage = s.usage()
+    codes = [doc["error"]["code"] for _, doc in replies]
+    assert codes[:REFUSED_CALLS] == ["model"] * REFUSED_CALLS
+    assert set(codes[REFUSED_CALLS:]) == {"refused_calls"}
+    assert {st for st, _ in replies[REFUSED_CALLS:]} == {403}
+    assert len(usage.calls) == REFUSED_CALLS and len(s.blobs) <= REFUSED_CALLS
+    assert usage.budget and "refused calls" in usage.budget and s.settled.is_set()
+    assert not up.requests
+
+
+def test_refused_calls_are_bounded_in_bytes(gateway: Gateway) -> None:
+    """2 MB refused bodies: the bodies kept stay under the bound, the trial is settled."""
+    pad = "B" * (2 << 20)
+    with ScriptedUpstream(Script(["ls"])) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            for i in range(REFUSED_BYTES // len(pad) + 4):
+                body = {
+                    "model": "not-the-model",
+                    "messages": [{"role": "user", "content": pad + str(i)}],
+                }
+                _request(s.socket_path, s.token, body)
+            kept = sum(len(b) for b in s.blobs.values())
+        usage = s.usage()
+    assert kept <= REFUSED_BYTES
+    assert len(usage.calls) < REFUSED_BYTES // len(pad) + 4
+    assert usage.budget and "refused calls" in usage.budget and s.settled.is_set()
+
+
+def _image_call(i: int) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": f"look {i}"}]
+    parts += [
+        {"type": "image_url", "image_url": {"url": f"https://example.com/{j}.png"}}
+        for j in range(16)
+    ]
+    return {"model": MODEL, "messages": [{"role": "user", "content": parts}], "max_tokens": 100}
+
+
+def test_image_parts_are_reserved_so_concurrent_calls_cannot_overrun(gateway: Gateway) -> None:
+    """5 calls of 16 images at once: before, their few hundred bytes each fitted the budget
+    together and 88k tokens were charged against 20k. Each image now reserves IMAGE_TOKENS."""
+    script = Script(["ls"], completion_tokens=100, image_tokens=1105, gather=5, gather_seconds=2.0)
+    with ScriptedUpstream(script) as up:
+        with gateway.open_session(
+            "t1", upstream_spec(up, concurrency=5), Limits(tokens=20_000)
+        ) as s:
+            _at_once(5, lambda i: _request(s.socket_path, s.token, _image_call(i)))
+        usage = s.usage()
+        served_in, served_out = _served_tokens(up)
+    prompt = max(x.input_tokens for x in up.served)
+    assert IMAGE_TOKENS >= 1105  # the documented bound covers this model's price
+    # at most the one lone call's prompt over the budget (see harness/gateway/_reserve.py)
+    assert served_in + served_out <= 20_000 + prompt, (served_in, served_out)
+    total = usage.input_tokens + usage.output_tokens
+    assert total == served_in + served_out
+    assert usage.budget == f"{total} tokens used: the limit is 20000"
 
 
 def _slow_calls(s: Session, n: int) -> list[threading.Thread]:
@@ -251,3 +368,62 @@ def test_a_request_without_max_tokens_gets_one_only_when_every_model_accepts_it(
         with gateway.open_session("small", upstream_spec(up), Limits(tokens=1000)) as s2:
             assert _request(s2.socket_path, s2.token, _body(9))[0] == 200
         assert 0 < up.requests[-1]["max_tokens"] <= SAFE_MAX_TOKENS
+
+
+def test_the_budget_reason_names_the_total_charged(gateway: Gateway) -> None:
+    """Calls still in flight when the budget is spent are charged too: the reason's number
+    is the phase's final total, not the total when the first call went over."""
+    script = Script(
+        ["ls"], completion_tokens=500, obey_max_tokens=False, gather=3, gather_seconds=3.0
+    )
+    with ScriptedUpstream(script) as up:
+        with gateway.open_session("t1", upstream_spec(up, concurrency=3), Limits(tokens=600)) as s:
+            _at_once(3, lambda i: _request(s.socket_path, s.token, _body(i, max_tokens=10)))
+        usage = s.usage()
+    total = usage.input_tokens + usage.output_tokens
+    assert len(up.served) == 3 and total > 1500
+    assert usage.budget == f"{total} tokens used: the limit is 600"
+
+
+def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
+    make_case, make_spec, upstream
+) -> None:
+    """Under Dask the coordinator's session keeps the transcript: the bound holds there,
+    and the worker learns that the trial is settled from the reply."""
+    spec = _spec(make_spec, make_case(""), upstream)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        bad = {**_body(0), "model": "not-the-model"}
+        for _ in range(REFUSED_CALLS):
+            assert _request(remote.socket_path, remote.token, bad)[0] == 400
+        assert not remote.settled.is_set()
+        status, doc = _request(remote.socket_path, remote.token, bad)
+        assert (status, doc["error"]["code"]) == (403, "refused_calls")
+        assert remote.settled.is_set()
+        usage = remote.close()
+        assert usage.budget is not None and len(usage.calls) == REFUSED_CALLS
+    finally:
+        gw.close()
+
+
+def test_bodies_held_at_once_are_bounded(gateway: Gateway) -> None:
+    """Many concurrent connections cannot make one phase's socket hold their bodies without
+    bound: past HELD_BYTES a request is read, dropped and answered 429."""
+    size = 12 << 20
+    calls = HELD_BYTES // size + 1
+    with ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=3.0)) as up:
+        spec = upstream_spec(up, concurrency=calls)
+        with gateway.open_session("t1", spec, Limits()) as s:
+            big = [_body(i) for i in range(calls)]
+            for b in big:
+                b["messages"][0]["content"] += "x" * (size - 200)
+            replies = _at_once(calls, lambda i: _request(s.socket_path, s.token, big[i]))
+            after, _ = _request(s.socket_path, s.token, _body(99))  # released once answered
+    statuses = sorted(status for status, _ in replies)
+    assert statuses == [200] * (calls - 1) + [429]
+    assert [doc["error"]["code"] for st, doc in replies if st == 429] == ["held_bytes"]
+    assert after == 200 and len(up.requests) == calls

@@ -46,7 +46,12 @@ def _setup(n: int) -> tuple[list[SimpleNamespace], SimpleNamespace]:
 
 def _run(tmp_path: Path, cases, envs, jobs: int) -> list[str]:
     return pf.preflight(
-        cases, envs, sandbox=None, backend="local", store_dir=tmp_path, jobs=jobs  # type: ignore[arg-type]
+        cases,
+        envs,
+        sandbox=None,
+        backend="local",
+        store_dir=tmp_path,
+        jobs=jobs,  # type: ignore[arg-type]
     )
 
 

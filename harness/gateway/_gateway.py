@@ -29,7 +29,13 @@ from harness.cases.model import Limits
 from harness.digest import digest_bytes, digest_json
 from harness.errors import ConfigError, InfraError
 from harness.gateway._http import Call, Endpoint, Reply, refusal
-from harness.gateway._reserve import Grant, grant, request_bounds, union_seconds
+from harness.gateway._reserve import (
+    Grant,
+    grant,
+    refused_fields,
+    request_bounds,
+    union_seconds,
+)
 from harness.gateway._upstream import (
     Answer,
     ResponseTooLong,
@@ -61,6 +67,12 @@ _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
 _CUT = "response_seconds"
 """Error code of a call cut at the upstream's response bound (the agent's overspending)."""
+REFUSED_CALLS = 64
+"""Most refused calls one agent phase may make: the next settles the trial as the agent's
+``budget_exceeded`` and is not stored (a refused call costs no turn and no token, so
+without this bound an agent could make the harness keep any number of bodies)."""
+REFUSED_BYTES = 32 << 20
+"""Most bytes of refused request bodies kept per agent phase (as :data:`REFUSED_CALLS`)."""
 
 
 def active_gateway() -> Gateway | None:
@@ -136,6 +148,10 @@ class _Meter:
     answered: str | None = None
     fault: str | None = None
     budget: str | None = None
+    tokens_over: bool = False
+    """The budget spent is ``limits.tokens``: the reason names the final charged total."""
+    refused: int = 0
+    refused_bytes: int = 0
     calls: list[ModelCall] = field(default_factory=list)
 
 
@@ -192,6 +208,16 @@ class Session:
                 400,
                 f"model {doc.get('model')!r} refused: this trial may use {self.upstream.model}",
                 "model",
+            )
+        unknown = refused_fields(doc)
+        if unknown:
+            return self._refused(
+                call,
+                400,
+                f"request field(s) {', '.join(map(repr, unknown))} refused: the gateway "
+                "forwards only the chat-completions fields it meters (a provider's own "
+                "fields, such as n_predict, can override max_tokens); see docs/gateway.md",
+                "field",
             )
         bounds = request_bounds(doc)
         if isinstance(bounds, str):
@@ -269,6 +295,15 @@ class Session:
         self.settled.set()
         return self._meter.budget
 
+    def _over_tokens(self) -> str:
+        """Note the phase's spent token budget (lock held): the trial is settled."""
+        m = self._meter
+        if m.budget is None:
+            m.tokens_over = True
+        return self._over(
+            f"{m.input_tokens + m.output_tokens} tokens used: the limit is {self.limits.tokens}"
+        )
+
     def _before_call(self) -> tuple[int, str, str] | None:
         m, lim = self._meter, self.limits
         if m.closed:
@@ -282,7 +317,7 @@ class Session:
             return _BUDGET, f"budget exceeded: {why}", "budget"
         used = m.input_tokens + m.output_tokens
         if lim.tokens is not None and used >= lim.tokens:
-            why = self._over(f"{used} tokens used: the limit is {lim.tokens}")
+            why = self._over_tokens()
             return _BUDGET, f"budget exceeded: {why}", "budget"
         return None
 
@@ -315,7 +350,8 @@ class Session:
                 answered, usage = meter(
                     answer.body, stream=answer.stream, pinned=self.upstream.model
                 )
-                _within(usage, g, replayed=self._replay is not None)
+                if not self._overspends(usage):  # over budget: the agent's, whatever served it
+                    _within(usage, g, replayed=self._replay is not None)
             except UpstreamFault as fault:
                 with self._lock:
                     self._fault(str(fault))
@@ -334,13 +370,22 @@ class Session:
             used = m.input_tokens + m.output_tokens
             over = self.limits.tokens is not None and used > self.limits.tokens
             if over:
-                self._over(f"{used} tokens used: the limit is {self.limits.tokens}")
+                self._over_tokens()
         if over:
             self._record(call, turn, _BUDGET, answer, usage, "budget")
             return refusal(_BUDGET, f"budget exceeded: {self._meter.budget}", "budget")
         self._record(call, turn, answer.status, answer, usage, None)
         ctype = "text/event-stream" if answer.stream else "application/json"
         return Reply(status=answer.status, body=answer.body, content_type=ctype)
+
+    def _overspends(self, usage: Usage) -> bool:
+        """Whether charging ``usage`` takes the phase over its token budget."""
+        lim = self.limits.tokens
+        if lim is None:
+            return False
+        with self._lock:
+            used = self._meter.input_tokens + self._meter.output_tokens
+        return used + usage.input_tokens + usage.output_tokens > lim
 
     def _put(self, data: bytes) -> str:
         d = digest_bytes(data)
@@ -380,12 +425,22 @@ class Session:
         turn: int = 0,
         locked: bool = False,
     ) -> Reply:
-        rec = ModelCall(turn=turn, request_blob=self._put(call.body), status=status, refused=code)
-        if locked:
-            self._meter.calls.append(rec)
-        else:
+        if not locked:
             with self._lock:
-                self._meter.calls.append(rec)
+                return self._refused(call, status, message, code, turn=turn, locked=True)
+        m = self._meter
+        m.refused += 1
+        m.refused_bytes += len(call.body)
+        if m.refused > REFUSED_CALLS or m.refused_bytes > REFUSED_BYTES:
+            # Past the bound: the trial is settled as the agent's, the body is not kept.
+            why = self._over(
+                f"{m.refused} refused calls ({m.refused_bytes} bytes): the limit is "
+                f"{REFUSED_CALLS} refused calls or {REFUSED_BYTES} bytes of them per phase"
+            )
+            return refusal(_BUDGET, f"budget exceeded: {why}", "refused_calls")
+        m.calls.append(
+            ModelCall(turn=turn, request_blob=self._put(call.body), status=status, refused=code)
+        )
         return refusal(status, message, code)
 
     # -- the end of the phase ---------------------------------------------------------------
@@ -408,7 +463,12 @@ class Session:
                 upstream_wait_s=round(union_seconds(m.waits), 6),
                 calls=tuple(sorted(m.calls, key=lambda c: (c.turn == 0, c.turn))),
                 fault=m.fault,
-                budget=m.budget,
+                budget=(
+                    f"{m.input_tokens + m.output_tokens} tokens used: the limit is "
+                    f"{self.limits.tokens}"
+                    if m.tokens_over
+                    else m.budget
+                ),
                 replayed_from=self._replayed_from,
             )
 

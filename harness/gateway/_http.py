@@ -26,6 +26,11 @@ __all__ = ["CHAT_PATH", "Call", "Endpoint", "Reply", "read_body", "refusal"]
 CHAT_PATH = "/v1/chat/completions"
 MAX_BODY = 16 << 20
 """Largest request body accepted (a long history of a coding agent fits many times)."""
+HELD_BYTES = 64 << 20
+"""Most bytes of request bodies one endpoint (an agent phase's socket) holds at once: a
+body is held from the moment it is read until its reply is sent. A request that would go
+over it is read and dropped, and answered 429 (clients retry that): many concurrent
+connections cannot make the gateway hold their bodies without bound."""
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -128,16 +133,40 @@ class _Handler(BaseHTTPRequestHandler):
             return self._refuse(405, f"{self.command} refused: only POST", "method")
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             return self._refuse(411, "a Content-Length is required", "length")
-        body = read_body(self)
-        if isinstance(body, tuple):
-            return self._refuse(*body)
-        auth = self.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-        self._send(self.server.endpoint(Call(token=token, body=body)))
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            length = 0  # read_body refuses it
+        if not self.server.hold(length):
+            _drain(self, length)
+            return self._refuse(
+                429,
+                f"requests in flight on this gateway hold over {HELD_BYTES} bytes: retry later",
+                "held_bytes",
+            )
+        try:
+            body = read_body(self)
+            if isinstance(body, tuple):
+                return self._refuse(*body)
+            auth = self.headers.get("Authorization", "")
+            token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+            self._send(self.server.endpoint(Call(token=token, body=body)))
+        finally:
+            self.server.release(length)
         return None
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _dispatch
     do_CONNECT = do_TRACE = _dispatch
+
+
+def _drain(handler: BaseHTTPRequestHandler, length: int) -> None:
+    """Read and drop a body (at most :data:`MAX_BODY`) so the refusal reaches the client."""
+    left = min(max(length, 0), MAX_BODY)
+    while left > 0:
+        chunk = handler.rfile.read(min(left, 1 << 16))
+        if not chunk:
+            return
+        left -= len(chunk)
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -162,7 +191,23 @@ class _Server(QuietServer):
     ) -> None:
         self.address_family = family
         self.endpoint = endpoint
+        self._held = 0
+        self._held_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def hold(self, length: int) -> bool:
+        """Count a body of ``length`` bytes as held, unless that goes over :data:`HELD_BYTES`."""
+        length = min(max(length, 0), MAX_BODY)
+        with self._held_lock:
+            if self._held + length > HELD_BYTES:
+                return False
+            self._held += length
+            return True
+
+    def release(self, length: int) -> None:
+        """Forget a body counted by :meth:`hold` (its reply was sent)."""
+        with self._held_lock:
+            self._held -= min(max(length, 0), MAX_BODY)
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's host/port lookup, which a unix socket path lacks."""

@@ -4,7 +4,8 @@ A call is forwarded only once its *maximum* cost is reserved against the phase's
 budget, under the session's lock, so concurrent calls cannot each pass a check made before
 any of them was metered. The maximum cost is a bound on the prompt (the request body's size
 in bytes: a byte-level tokenizer never makes more tokens than bytes of text, and the JSON
-keys of each message outweigh a chat template's special tokens) plus the completion
+keys of each message outweigh a chat template's special tokens; plus :data:`IMAGE_TOKENS`
+per image part, whose cost its bytes do not bound) plus the completion
 (``max_tokens`` × ``n``, which the gateway writes into the forwarded body, clamped to what
 remains). After the call the reservation is released and the upstream's own usage is
 charged. A request without ``max_tokens`` gets one only when what remains is at most
@@ -30,9 +31,59 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SAFE_MAX_TOKENS", "WAIT", "Grant", "grant", "request_bounds", "union_seconds"]
+__all__ = [
+    "FORWARDED_FIELDS",
+    "IMAGE_TOKENS",
+    "SAFE_MAX_TOKENS",
+    "WAIT",
+    "Grant",
+    "grant",
+    "image_parts",
+    "refused_fields",
+    "request_bounds",
+    "union_seconds",
+]
 
 _LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+FORWARDED_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "seed",
+        "user",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "functions",
+        "function_call",
+        "response_format",
+        "reasoning_effort",
+    }
+)
+"""The request fields the gateway forwards: OpenAI chat-completions fields whose cost is
+bounded by what it reserves and meters. Every other field is refused (deny by default):
+providers read fields of their own that override ``max_tokens`` (llama.cpp ``n_predict``,
+Ollama ``num_predict``, ``max_new_tokens``, vLLM ``min_tokens``…) or are billed apart
+(``service_tier``, ``audio``, ``web_search_options``, ``store``)."""
+IMAGE_TOKENS = 1600
+"""Prompt tokens reserved per image part (``image_url``) on top of the body's bytes: an
+image costs tokens its URL's bytes do not bound. OpenAI's gpt-4o/gpt-4.1 high detail costs
+at most 1,445, Anthropic's largest image about 1,600, Gemini 258 (models priced with
+multiplied image tokens, such as gpt-4o-mini, cost more: their overshoot is still caught
+when the call settles)."""
 SAFE_MAX_TOKENS = 4096
 """Largest ``max_tokens`` the gateway writes into a request that had none: every chat
 model accepts it (a provider refuses a value over its model's maximum output)."""
@@ -56,6 +107,23 @@ WAIT = None
 
 def _positive_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def refused_fields(doc: dict[str, Any]) -> list[str]:
+    """Return the request's fields the gateway does not forward (sorted), if any."""
+    return sorted(k for k in doc if k not in FORWARDED_FIELDS)
+
+
+def image_parts(doc: dict[str, Any]) -> int:
+    """Count the image parts of the request's messages (each reserves :data:`IMAGE_TOKENS`)."""
+    messages = doc.get("messages")
+    count = 0
+    for m in messages if isinstance(messages, list) else ():
+        content = m.get("content") if isinstance(m, dict) else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                count += 1
+    return count
 
 
 def request_bounds(doc: dict[str, Any]) -> tuple[int, int | None] | str:
@@ -101,9 +169,10 @@ def grant(
     if limit is None:
         return Grant(tokens=0, completion_cap=None, doc=doc)
     remaining = limit - used - reserved
-    fits = body_bytes + n <= remaining  # the prompt's bound and a token per choice
+    prompt = body_bytes + IMAGE_TOKENS * image_parts(doc)
+    fits = prompt + n <= remaining  # the prompt's bound and a token per choice
     if fits:
-        per = (remaining - body_bytes) // n
+        per = (remaining - prompt) // n
     elif in_flight:
         return WAIT
     else:  # alone: everything left is reserved (nothing else starts until it settles)
@@ -118,7 +187,7 @@ def grant(
         if in_flight:
             return WAIT
         return Grant(tokens=remaining, completion_cap=None, doc=doc)
-    tokens = body_bytes + per * n if fits else remaining
+    tokens = prompt + per * n if fits else remaining
     return Grant(tokens=tokens, completion_cap=per * n, doc=_clamped(doc, per, n))
 
 
