@@ -10,7 +10,12 @@ and read at most what they are told, so what the agent causes stays the agent's 
   ``O_NONBLOCK | O_NOFOLLOW`` and checked with ``fstat`` (anything else reads as absent);
 * :func:`rmtree` removes a tree of any depth or path length iteratively, never following
   links;
-* :func:`loads_json` refuses nesting deeper than a bound before parsing;
+* :func:`loads_json` refuses nesting deeper than a bound before parsing and replaces lone
+  surrogates (valid JSON escapes such as U+D800 that UTF-8 cannot store) with U+FFFD, as
+  :func:`storable` does for any string;
+* :func:`copy_tree` copies a tree's contents, symlinks and permission bits, nothing else:
+  no extended attributes, no set-id bits, times clamped into years 1970-9999, so no
+  metadata the agent chose can make the copy fail on the host;
 * :func:`safe_extract` extracts a tar archive member by member on every Python 3.11
   (``extractall(filter=...)`` needs 3.11.4): no absolute names, no ``..``, no devices or
   FIFOs, no hard link out of the archive, nothing written through a link; a symlink leaving
@@ -23,6 +28,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import stat
 import tarfile
 from collections.abc import Iterable
@@ -31,13 +37,17 @@ from typing import Any, Literal
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_MTIME",
     "MAX_PATH_BYTES",
     "MAX_TREE_DEPTH",
+    "UnreadableEntry",
     "UnsafeArchive",
+    "copy_tree",
     "loads_json",
     "read_regular",
     "rmtree",
     "safe_extract",
+    "storable",
 ]
 
 MAX_TREE_DEPTH = 128
@@ -56,6 +66,10 @@ tar and walk of the tree on either backend handles it."""
 
 MAX_JSON_DEPTH = 200
 """Deepest nesting of arrays and objects accepted in JSON the agent or candidate controls."""
+
+MAX_MTIME = 253_402_300_799
+"""The last second of the year 9999: the latest time every tool (tar, JSON dates, the Docker
+engine) can carry. A copied time is clamped into ``[0, MAX_MTIME]``."""
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
@@ -217,14 +231,169 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, **kwargs: 
     """``json.loads`` that refuses nesting deeper than ``max_depth`` with a ``ValueError``.
 
     The depth is counted in one linear pass before parsing, so a document of 100,000 ``[``
-    is refused without recursion (``json`` recurses once per level).
+    is refused without recursion (``json`` recurses once per level). Lone surrogates in
+    the parsed strings are replaced with U+FFFD (:func:`storable`): what the agent or the
+    candidate wrote can always be stored.
     """
     if _json_depth_over(text, max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     try:
-        return json.loads(text, **kwargs)
+        return storable(json.loads(text, **kwargs))
     except RecursionError as exc:  # a bound above the interpreter's limit: still a ValueError
         raise ValueError("JSON nested too deep to parse") from exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    JSON may spell a lone surrogate (an escape of U+D800) and a name that is not UTF-8 reaches
+    Python as surrogate escapes; neither can be written as UTF-8, so a record holding one
+    would not serialise. Strings, lists, tuples and dicts are walked without recursion
+    (the nesting is the adversary's); anything else is returned as it is.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if not isinstance(value, (list, tuple, dict)):
+        return value
+    fixed: dict[int, Any] = {}
+
+    def one(v: Any) -> Any:
+        return fixed[id(v)] if isinstance(v, (list, tuple, dict)) else storable(v)
+
+    todo: list[tuple[Any, bool]] = [(value, False)]
+    while todo:
+        node, children_done = todo.pop()
+        if id(node) in fixed and not children_done:
+            continue
+        kids = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        inner = [v for _, v in kids if isinstance(v, (list, tuple, dict))]
+        if not children_done:
+            todo.append((node, True))
+            todo.extend((v, False) for v in inner if id(v) not in fixed)
+            continue
+        if isinstance(node, dict):
+            fixed[id(node)] = {storable(k): one(v) for k, v in kids}
+        else:
+            fixed[id(node)] = type(node)(one(v) for _, v in kids)
+    return fixed[id(value)]
+
+
+class UnreadableEntry(OSError):
+    """An entry of the tree being copied could not be read (the source's side, not the host's).
+
+    ``rel`` is its path relative to the tree's top; the message names it and the cause.
+    """
+
+    def __init__(self, rel: str, cause: OSError) -> None:
+        super().__init__(cause.errno, f"cannot read {rel!r}: {cause.strerror or cause}")
+        self.rel = rel
+
+
+def _clamped_ns(st: os.stat_result) -> int:
+    return min(max(st.st_mtime_ns, 0), MAX_MTIME * 1_000_000_000)
+
+
+def _clear(path: str, *, keep_dir: bool) -> None:
+    """Remove what sits at ``path`` in the destination unless it is a folder to merge into."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        if not keep_dir:
+            rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _copy_file(src: str, dst: str, rel: str, st: os.stat_result) -> None:
+    try:
+        fin = os.open(src, _READ_FLAGS)
+    except OSError as exc:
+        raise UnreadableEntry(rel, exc) from exc
+    try:
+        _clear(dst, keep_dir=False)
+        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.set_blocking(fin, True)
+            while True:
+                try:
+                    chunk = os.read(fin, 1 << 20)
+                except OSError as exc:
+                    raise UnreadableEntry(rel, exc) from exc
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fout, view) :]
+            os.fchmod(fout, stat.S_IMODE(st.st_mode) & 0o777)
+            os.utime(fout, ns=(_clamped_ns(st), _clamped_ns(st)))
+        finally:
+            os.close(fout)
+    finally:
+        os.close(fin)
+
+
+def copy_tree(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Copy the tree ``src`` into ``dst`` (created or merged into), never recursing.
+
+    Copied: the folders, the regular files' contents, symlinks as links (never followed),
+    the permission bits (``0o777``: no set-id or sticky bit) and the modification time,
+    clamped into ``[0, MAX_MTIME]``. Not copied: extended attributes, ownership, access
+    times, FIFOs, sockets and devices. Everything here is what the harness needs and
+    nothing the agent could make fail on the host (an 8 KB ``user.*`` attribute a tmpfs
+    takes and ext4 refuses, a folder dated in the year 14645). Folders are writable while
+    they are filled and get their own mode last.
+
+    Raises:
+        UnreadableEntry: an entry of ``src`` could not be read (an ``OSError``).
+        OSError: writing ``dst`` failed (e.g. the host's disk is full).
+
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    try:
+        top = os.lstat(src)
+    except OSError as exc:
+        raise UnreadableEntry(".", exc) from exc
+    os.makedirs(dst, exist_ok=True)
+    os.chmod(dst, 0o700)
+    folders: list[tuple[str, os.stat_result]] = [(dst, top)]
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            with os.scandir(os.path.join(src, rel)) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise UnreadableEntry(rel or ".", exc) from exc
+        for entry in entries:
+            sub = os.path.join(rel, entry.name)
+            target = os.path.join(dst, sub)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                raise UnreadableEntry(sub, exc) from exc
+            if stat.S_ISDIR(st.st_mode):
+                _clear(target, keep_dir=True)
+                os.makedirs(target, mode=0o700, exist_ok=True)
+                os.chmod(target, 0o700)
+                folders.append((target, st))
+                todo.append(sub)
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    link = os.readlink(entry.path)
+                except OSError as exc:
+                    raise UnreadableEntry(sub, exc) from exc
+                _clear(target, keep_dir=False)
+                os.symlink(link, target)
+            elif stat.S_ISREG(st.st_mode):
+                _copy_file(entry.path, target, sub, st)
+    for path, st in reversed(folders):
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o777)
+        os.utime(path, ns=(_clamped_ns(st), _clamped_ns(st)))
 
 
 class UnsafeArchive(ValueError):

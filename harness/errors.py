@@ -130,8 +130,9 @@ class CandidateTooLarge(HarnessError):
 
     Raised while the tree is measured or copied out, before the harness does more work
     for it; the trial fails with the ``files`` or ``disk`` bound (the candidate's fault).
-    ``kind`` names the bound: ``files``, ``disk``, ``depth`` (folders nested too deep) or
-    ``path`` (a path too long); the last two fail as ``files``.
+    ``kind`` names the bound: ``files``, ``disk``, ``depth`` (folders nested too deep),
+    ``path`` (a path too long) or ``unreadable`` (an entry the agent made that cannot be
+    read to copy it); all but ``disk`` fail as ``files``.
     """
 
     def __init__(self, message: str, *, kind: str, limit: float, observed: float) -> None:

@@ -23,11 +23,15 @@ import pytest
 
 from harness import _safefs
 from harness._safefs import (
+    MAX_MTIME,
+    UnreadableEntry,
     UnsafeArchive,
+    copy_tree,
     loads_json,
     read_regular,
     rmtree,
     safe_extract,
+    storable,
     tree_too_deep,
 )
 from harness.trial.workspace import extract_tree, pack_tree
@@ -335,3 +339,75 @@ def test_loads_json_refuses_deep_nesting_with_a_value_error() -> None:
     assert loads_json('["[[[[", {"k": "]]]"}]') == ["[[[[", {"k": "]]]"}]
     assert loads_json(json.dumps([[[1]]])) == [[[1]]]
     assert sys.getrecursionlimit() > _safefs.MAX_JSON_DEPTH
+
+
+def test_lone_surrogates_parse_as_u_fffd_and_pairs_stay_whole() -> None:
+    text = (
+        b'{"c": "a\\ud800", "u": {"\xed\xa0\x80": 1}, "ok": "\\ud83d\\ude00", "l": [["\\udcff"]]}'
+    )
+    doc = loads_json(text)
+    assert doc == {"c": "a\ufffd", "u": {"\ufffd": 1}, "ok": "\U0001f600", "l": [["\ufffd"]]}
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # storable
+
+
+def test_storable_walks_any_nesting_without_recursion() -> None:
+    deep: list = []
+    inner = deep
+    for _ in range(5000):
+        inner.append([])
+        inner = inner[0]
+    inner.append("odd\udcff")
+    out = storable(deep)
+    for _ in range(5000):
+        out = out[0]
+    assert out == ["odd\ufffd"]
+    assert storable(("a\ud800", 1, None)) == ("a\ufffd", 1, None)
+
+
+def test_copy_tree_copies_contents_links_and_modes_but_no_agent_metadata(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_text("x")
+    (src / "run").write_text("#!/bin/sh\n")
+    os.chmod(src / "run", 0o6755)
+    os.symlink("/etc/passwd", src / "out")
+    os.mkfifo(src / "fifo")
+    os.utime(src / "d" / "f", (400_000_000_000, 400_000_000_000))
+    os.utime(src / "run", (-70_000_000_000, -70_000_000_000))
+    os.chmod(src / "d", 0o555)
+    with_xattr = True
+    try:
+        os.setxattr(src / "d" / "f", "user.tag", b"A" * 64)
+    except OSError:
+        with_xattr = False
+    (dst / "d").mkdir(parents=True)
+    (dst / "d" / "f").symlink_to("/etc/hostname")  # merged: a link in the way is replaced
+    copy_tree(src, dst)
+    assert (dst / "d" / "f").read_text() == "x" and not (dst / "d" / "f").is_symlink()
+    assert os.lstat(dst / "run").st_mode & 0o7777 == 0o755
+    assert os.lstat(dst / "d").st_mode & 0o7777 == 0o555
+    assert os.readlink(dst / "out") == "/etc/passwd"
+    assert not (dst / "fifo").exists()
+    assert 0 < os.lstat(dst / "d" / "f").st_mtime <= MAX_MTIME  # a host disk may clamp lower
+    assert os.lstat(dst / "run").st_mtime == 0  # year -249 (ext4 keeps 1901): clamped to 1970
+    if with_xattr:
+        assert os.listxattr(dst / "d" / "f") == []
+    os.chmod(src / "d", 0o755)
+    os.chmod(dst / "d", 0o755)
+
+
+def test_copy_tree_names_an_entry_it_cannot_read(tmp_path: Path, monkeypatch) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "secret").write_text("x")
+    real_open = os.open
+
+    def refuse(path, flags, *a, **kw):
+        if str(path).endswith("secret") and not flags & os.O_WRONLY:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(_safefs.os, "open", refuse)
+    with pytest.raises(UnreadableEntry, match="cannot read 'secret': Permission denied") as exc:
+        copy_tree(src, tmp_path / "dst")
+    assert str(tmp_path) not in str(exc.value)

@@ -325,3 +325,16 @@ def test_the_step_clock_never_counts_a_second_twice():
     # The nested step is taken out of the outer one: together they fit the wall time.
     assert steps.agent + steps.workspace <= steps.steps_s() <= steps.wall_s
     assert steps.store is None and steps.verifier == 0.0
+
+
+def test_a_lone_surrogate_that_reached_a_record_is_stored_as_u_fffd(tmp_path):
+    # the last line behind the parsers: a record that would not serialise never stops a run
+    v = Verdict(outcome=Outcome.FAIL, reason="agent: odd \ud800 name odd\udcff.txt")
+    bad = trial(0).model_copy(update={"verdict": v})
+    store = Store(tmp_path)
+    with store.open_run(release()) as h:
+        assert h.add_trial(bad, {})
+    with store.open_run(release()) as h:  # and the run resumes
+        assert h.done() == {bad.key.slug()}
+    (path,) = (tmp_path / "runs").rglob("trials/*.json") or tmp_path.rglob("trials/*.json")
+    assert "odd \ufffd name odd\ufffd.txt" in path.read_text(encoding="utf-8")

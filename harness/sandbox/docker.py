@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness._safefs import MAX_MTIME
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import (
@@ -91,6 +92,17 @@ __all__ = [
 ]
 
 _WS, _IO = SANDBOX_WORKSPACE, SANDBOX_IO
+
+# Before ``get_archive``: the engine marshals the folder's own stat (as JSON) and refuses a
+# year past 9999, so the workspace folder is touched to now and every time the agent set
+# outside 1970-9999 is clamped into it (``MAX_MTIME``), as the local backend's copy does.
+# Its status is not checked: an image without ``find`` leaves the inner times, which the
+# archive carries anyway.
+_CLAMP_TIMES = (
+    'touch -c "$1"; '
+    f'find "$1" -mindepth 1 -newermt @{MAX_MTIME} -exec touch -c -h -d @{MAX_MTIME} {{}} +; '
+    'find "$1" -mindepth 1 ! -newermt @0 -exec touch -c -h -d @0 {} +; exit 0'
+)
 _IO_MB = 16
 _HOLDER_MEM = 32 * 1024 * 1024
 
@@ -539,6 +551,7 @@ class DockerSession:
         self._holder_alive("get_tree")
         dest.mkdir(parents=True, exist_ok=True)
         with docker_engine("get_tree", "transfer_failed"):
+            self._holder.exec_run(["sh", "-c", _CLAMP_TIMES, "sh", _WS], user="0")
             stream, _ = self._holder.get_archive(_WS, chunk_size=1 << 20)
             try:
                 unpack_tree(stream, dest, TreeCounter(max_files, max_bytes))

@@ -35,7 +35,6 @@ import re
 import resource
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import threading
@@ -44,9 +43,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness._proc import Captured, capture
-from harness._safefs import read_regular, rmtree
+from harness._safefs import UnreadableEntry, copy_tree, read_regular, rmtree
 from harness.cases.model import PhaseContract
-from harness.errors import SandboxUnavailableError
+from harness.errors import CandidateTooLarge, SandboxUnavailableError
 from harness.sandbox._cgroup import CgroupStats, ExecCgroup
 from harness.sandbox._host import (
     BOUND_NAMES,
@@ -170,6 +169,13 @@ def _no_space(exc: OSError | shutil.Error) -> bool:
     )
 
 
+def _why(exc: OSError | shutil.Error) -> str:
+    """Name the cause of a failed copy without the host paths it holds."""
+    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
+
+
 class LocalSession:
     """One local sandbox session; see the module docstring for the isolation it applies."""
 
@@ -284,14 +290,14 @@ class LocalSession:
         """
         target = self._inside(os.path.join(self._paths.workspace, dest))
         try:
-            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+            copy_tree(src, target)  # contents, links and modes: never the tree's xattrs
             self._own(target, tree=True)
             self._lock_entries(dest, locked)
         except (OSError, shutil.Error) as exc:
             full = _no_space(exc) and self._plan.disk == "tmpfs"
             raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not copy {src} into {target}: "
-                f"{'the disk bound is full' if full else exc}",
+                f"local sandbox {self.label}: could not copy a tree into the workspace "
+                f"at {dest or '.'!r}: {'the disk bound is full' if full else _why(exc)}",
                 reason="disk_full" if full else "infra",
             ) from exc
 
@@ -308,22 +314,20 @@ class LocalSession:
 
         """
         check_host_tree(str(self._host["workspace"]), max_files, max_bytes)
-
-        def ignore(d: str, names: list[str]) -> set[str]:
-            skip = set()
-            for n in names:
-                mode = os.lstat(os.path.join(d, n)).st_mode
-                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-                    skip.add(n)
-            return skip
-
         try:
-            shutil.copytree(
-                self._host["workspace"], dest, symlinks=True, ignore=ignore, dirs_exist_ok=True
-            )
-        except (OSError, shutil.Error) as exc:
+            # contents, links, modes and clamped times: no metadata the agent set (xattrs,
+            # set-id bits, a date past 9999) travels, so none can fail the copy on the host
+            copy_tree(self._host["workspace"], dest)
+        except UnreadableEntry as exc:  # the agent made it unreadable: its tree's fault
+            raise CandidateTooLarge(
+                f"the workspace cannot be copied: {exc.strerror}",
+                kind="unreadable",
+                limit=0,
+                observed=1,
+            ) from exc
+        except OSError as exc:
             raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not copy the workspace to {dest}: {exc}"
+                f"local sandbox {self.label}: could not copy the workspace out: {_why(exc)}"
             ) from exc
 
     def write_file(self, path: str, data: bytes) -> None:

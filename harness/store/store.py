@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
+from harness._safefs import storable
 from harness.digest import canonical_json, digest_bytes, digest_json
 from harness.errors import StoreError, StoreIntegrityError, StoreWriteError
 from harness.names import MAX_RUN_ID, check_name, inside
@@ -194,6 +196,20 @@ def _load_manifest(run_dir: Path) -> tuple[list[ManifestEntry], int]:
         entries.append(e)
         prev = e.head
     return entries, end
+
+
+def _record_json(record: BaseModel) -> bytes:
+    """``record`` as the stored JSON text; a string UTF-8 cannot hold is stored as U+FFFD.
+
+    Everything the sandbox hands back is made storable where it is parsed; this is the last
+    line: a lone surrogate that reached a record anyway must not fail the run (exit 5) nor
+    block resuming it, so the record is rebuilt from its strings with U+FFFD in their place.
+    """
+    try:
+        return record.model_dump_json(indent=2).encode()
+    except PydanticSerializationError:
+        fixed = storable(record.model_dump(mode="python"))
+        return type(record).model_validate(fixed).model_dump_json(indent=2).encode()
 
 
 class Store:
@@ -460,7 +476,7 @@ class RunHandle:
         except OSError as exc:
             raise _fail(mpath, exc) from None
         path = self.dir / RELEASE
-        if not _write_once(path, record.model_dump_json(indent=2).encode(), self.store.sync):
+        if not _write_once(path, _record_json(record), self.store.sync):
             existing = _read_model(path, ReleaseRecord)
             mine = record.model_dump(exclude={"created_at", "seed"})
             if existing.model_dump(exclude={"created_at", "seed"}) != mine:
@@ -535,7 +551,7 @@ class RunHandle:
             steps = record.steps.model_copy(update={"store": clock.totals["store"]})
             record = record.model_copy(update={"steps": steps})
         rel = f"trials/{slug}.json"
-        self._write_and_commit(rel, record.model_dump_json(indent=2).encode(), digests)
+        self._write_and_commit(rel, _record_json(record), digests)
         return True
 
     def seal(self, valid: bool, reasons: list[str]) -> ValidityRecord:
@@ -552,14 +568,14 @@ class RunHandle:
             manifest_entries=len(self._entries),
             manifest_head=self.head,
         )
-        self._write_and_commit(VALIDITY, v.model_dump_json(indent=2).encode())
+        self._write_and_commit(VALIDITY, _record_json(v))
         return v
 
     def add_result(self, result: ResultRecord) -> Path:
         """Commit a new gate result file (never overwrites an earlier one)."""
         n = sum(e.path.startswith("result-") for e in self._entries) + 1
         rel = f"result-{n}.json"
-        self._write_and_commit(rel, result.model_dump_json(indent=2).encode())
+        self._write_and_commit(rel, _record_json(result))
         return self.dir / rel
 
     def close(self) -> None:

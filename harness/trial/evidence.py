@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from harness._safefs import loads_json
 from harness.trial.junit import JUnitError, parse_junit
 from harness.trial.runner_guard import canary_token
 
@@ -963,7 +964,7 @@ def parse_stream(stderr: bytes, nonce: str) -> Stream:
             stream.malformed += 1
             break
         try:
-            rec = json.loads(line[at + len(marker) :])
+            rec = loads_json(line[at + len(marker) :])  # lone surrogates become U+FFFD
             if not isinstance(rec, dict):
                 raise ValueError
             _apply(stream, rec)

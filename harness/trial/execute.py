@@ -112,8 +112,10 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
 
 
 def _too_large(exc: CandidateTooLarge) -> Verdict:
-    kind = FailureType.FILES if exc.kind in ("files", "depth", "path") else FailureType.DISK
+    kind = FailureType.DISK if exc.kind == "disk" else FailureType.FILES
     detail = f"{exc.kind} bound of the candidate (limit {exc.limit:g}, over it: {exc.observed:g})"
+    if exc.kind == "unreadable":  # the agent made an entry the harness cannot read
+        detail = f"the candidate tree cannot be copied: {exc}"
     return Verdict(
         outcome=Outcome.FAIL,
         failure_type=kind,
