@@ -65,6 +65,23 @@ def test_an_honest_run_keeps_its_exit_status_and_loses_the_canary(tmp_path, x):
     assert report.tests == 2 and report.failures == (0 if x == 2 else 1)
 
 
+SKIPPED_TESTS = (
+    "import unittest\n\nfrom lib import X\n\n\nclass T(unittest.TestCase):\n"
+    "    @unittest.skipIf(True, 'not here')\n    def test_skipped(self):\n        assert X\n\n"
+    "    @unittest.expectedFailure\n    def test_expected(self):\n        assert X == 3\n"
+)
+
+
+def test_tests_wrapped_by_unittest_decorators_run_their_own_code(tmp_path):
+    # functools.wraps copies the test's __module__ onto unittest's wrapper: the wrapper is
+    # judged by the module its globals are, not by the name it carries.
+    done, _, guarded, problems = _run(
+        tmp_path, "X = 2\n", locked={"tests/test_skip.py": SKIPPED_TESTS}
+    )
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+
+
 def test_a_collection_error_is_judged_not_called_tampering(tmp_path):
     done, junit, guarded, problems = _run(tmp_path, "X = (\n")
     assert done.returncode == 2, done.stdout

@@ -529,7 +529,9 @@ def _verified(value, wrapper=False):
     path = code.co_filename
     if not _fixed_file(path):
         return False
-    mod = sys.modules.get(getattr(fn, "__module__", None) or "")
+    # The module is the one whose namespace the code runs in: ``__module__`` is only a name
+    # (functools.wraps copies the wrapped test's onto unittest's skip wrapper).
+    mod = sys.modules.get(getattr(fn, "__globals__", {}).get("__name__") or "")
     where = getattr(mod, "__file__", None)
     if mod is None or mod.__dict__ is not fn.__globals__ or not isinstance(where, str):
         return False
