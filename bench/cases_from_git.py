@@ -8,7 +8,7 @@ validated case, the time it took, and the reason printed when it did not. Every 
 case is then run with a no-op agent (must fail) and an agent applying the reference (must
 pass), and its starting state is checked for the hidden tests and the fix.
 
-    python bench/cases_from_git.py --work /tmp/cases-bench [--only idna]
+    python bench/cases_from_git.py --work /tmp/cases-bench [--only idna] [--commits 2]
 
 Writes <work>/results.json and prints a Markdown table.
 """
@@ -159,6 +159,9 @@ def main() -> int:
     ap.add_argument("--sdists", type=Path, default=None)
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--repeats", default="3")
+    ap.add_argument(
+        "--commits", type=int, default=0, help="at most this many commits per project (0: all)"
+    )
     ap.add_argument("--agents-only", action="store_true", help="only run the agents again")
     args = ap.parse_args()
     work: Path = args.work
@@ -179,6 +182,8 @@ def main() -> int:
             continue
         repo = work / "repos" / name
         commits = build_repo(name, versions, cache, repo)
+        if args.commits:
+            commits = commits[: args.commits]
         proj = work / "projects" / name
         if proj.exists():
             shutil.rmtree(proj)

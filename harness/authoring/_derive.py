@@ -20,6 +20,7 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -209,14 +210,28 @@ def run_both(
     contract: PhaseContract,
     repeats: int,
     label: str,
+    jobs: int = 1,
 ) -> tuple[list[TreeRun], list[TreeRun]]:
-    """Run the red and the green tree ``repeats`` times each, interleaved."""
-    red: list[TreeRun] = []
-    green: list[TreeRun] = []
-    for i in range(repeats):
-        red.append(run_tests(sandbox, env, red_tree, command, contract, f"{label}-red{i}"))
-        green.append(run_tests(sandbox, env, green_tree, command, contract, f"{label}-green{i}"))
-    return red, green
+    """Run the red and the green tree ``repeats`` times each, ``jobs`` runs at a time.
+
+    Every run has its own fresh sandbox and its own copy of the tree, so running them side
+    by side changes nothing a run sees; the lists come back in run order either way.
+    """
+    runs = [
+        (tree, f"{label}-{name}{i}")
+        for i in range(repeats)
+        for name, tree in (("red", red_tree), ("green", green_tree))
+    ]
+    if jobs <= 1:
+        done = [run_tests(sandbox, env, tree, command, contract, lab) for tree, lab in runs]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="derive") as pool:
+            futures = [
+                pool.submit(run_tests, sandbox, env, tree, command, contract, lab)
+                for tree, lab in runs
+            ]
+            done = [f.result() for f in futures]
+    return done[0::2], done[1::2]
 
 
 def scratch(prefix: str) -> tempfile.TemporaryDirectory[str]:

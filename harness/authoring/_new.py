@@ -85,6 +85,8 @@ class NewCaseOptions:
     """At most this many pass_to_pass tests (a deterministic sample); 0: all."""
     timeout: float = 300.0
     """Wall-clock bound of one test run (and of the verifier)."""
+    jobs: int = 1
+    """Test runs of the derivation side by side (each in its own fresh sandbox)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class NewCaseResult:
     request: str
     validation: str
     seconds: float
+    steps: tuple[tuple[str, float], ...] = ()
+    """Wall-clock seconds of the slow steps (environment, derivation runs, validation)."""
     to_read: tuple[str, ...] = field(default_factory=tuple)
     """What a human should still read before trusting the case."""
 
@@ -369,7 +373,9 @@ def new_case(
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(fix.blob(path))
         start = _write_starting_state(fix, stage, options.keep_git)
+        t_env = time.monotonic()
         spec, built, env_sources = _environment(fix, stage, options)
+        t_runs = time.monotonic()
         targets = _targets(split.tests)
         command = base_command(targets)
         contract = PhaseContract(timeout_seconds=options.timeout)
@@ -382,9 +388,11 @@ def new_case(
                 stage / "reference.patch",
                 Path(tmp),
             )
+            label = f"new-{case_id}"
             runs = run_both(
-                sandbox, built, red, green, command, contract, options.repeats, f"new-{case_id}"
+                sandbox, built, red, green, command, contract, options.repeats, label, options.jobs
             )
+        t_lists = time.monotonic()
         derived = derive_lists(*runs, pass_to_pass_limit=options.pass_to_pass)
         if not derived.fail_to_pass:
             raise _no_fail_to_pass(split, derived)
@@ -395,7 +403,9 @@ def new_case(
         )
         case = _derived_case(case_id, fix, split, derived, request, start, spec, final, contract)
         (stage / CASE_FILE).write_text(_case_yaml(case, fix), encoding="utf-8")
+        t_validate = time.monotonic()
         lc, result = _validate(project, stage, sandbox)
+        t_done = time.monotonic()
         lock, _ = lock_cases(
             [*load_cases(project.cases_dir), lc],
             read_lock(project.lock_path, project.file.task_set),
@@ -418,5 +428,10 @@ def new_case(
         request=request,
         validation=result.message,
         seconds=time.monotonic() - t0,
+        steps=(
+            ("environment", t_runs - t_env),
+            (f"{2 * options.repeats} test runs", t_lists - t_runs),
+            ("validation", t_done - t_validate),
+        ),
         to_read=_to_read(request, origin, split, derived, env_sources),
     )

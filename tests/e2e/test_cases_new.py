@@ -235,6 +235,34 @@ def test_tests_that_do_not_fail_before_are_refused(repo: Path, proj: Path) -> No
     assert "tests/test_mul.py" in msg
 
 
+UNITTEST_TESTS = (
+    "import sys\nimport unittest\n\nimport calc\n\n\nclass AddTests(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(calc.add(2, 2), 4)\n\n"
+    "    @unittest.skipIf(sys.version_info >= (3,), 'not on Python 3')\n"
+    "    def test_add_py2(self):\n        self.assertEqual(calc.add(1, 1), 2)\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_fix_whose_tests_skip_with_unittest_decorators_validates(
+    repo: Path, proj: Path
+) -> None:
+    # unittest's skip wrapper carries the test's __module__ (functools.wraps); the verifier's
+    # guard once took it for a test not running its own module's code, and no case validated.
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "tests" / "test_add.py").write_text(UNITTEST_TESTS)
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "2", "--jobs", "2", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fail_to_pass     1: tests.test_add.AddTests::test_add" in done.stdout
+    assert "took" in done.stdout and "4 test runs" in done.stdout
+
+
 def test_an_environment_that_cannot_be_built_is_refused(
     repo: Path, proj: Path, tmp_path: Path
 ) -> None:
