@@ -108,9 +108,16 @@ def run_tests(
         data = v.read_file(f"{v.paths.workspace}/{JUNIT_PATH}", limit=64 << 20)
     text = select_excerpt(res.stdout, res.stderr)
     if data is None:
+        tree_name = "the parent with the hidden tests" if "-red" in label else "the fix"
+        slow = (
+            f"did not finish within --timeout {contract.timeout_seconds:g}s (a test that hangs "
+            "or is this slow there); "
+            if res.termination.value == "wall_clock"
+            else ""
+        )
         raise ConfigError(
-            f"the tests wrote no report ({res.termination.value}, exit {res.exit_code}); "
-            f"output: {' '.join(text.split())[-800:]}"
+            f"the tests on {tree_name} wrote no report: {slow}({res.termination.value}, "
+            f"exit {res.exit_code}); output: {' '.join(text.split())[-800:]}"
         )
     try:
         report = parse_junit(data)
@@ -225,12 +232,16 @@ def run_both(
     if jobs <= 1:
         done = [run_tests(sandbox, env, tree, command, contract, lab) for tree, lab in runs]
     else:
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="derive") as pool:
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="derive")
+        try:
             futures = [
                 pool.submit(run_tests, sandbox, env, tree, command, contract, lab)
                 for tree, lab in runs
             ]
             done = [f.result() for f in futures]
+        finally:
+            # The first failure decides: runs not started yet are dropped, not waited for.
+            pool.shutdown(wait=True, cancel_futures=True)
     return done[0::2], done[1::2]
 
 

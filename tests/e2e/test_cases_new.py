@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -245,9 +246,7 @@ UNITTEST_TESTS = (
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_a_fix_whose_tests_skip_with_unittest_decorators_validates(
-    repo: Path, proj: Path
-) -> None:
+def test_a_fix_whose_tests_skip_with_unittest_decorators_validates(repo: Path, proj: Path) -> None:
     # unittest's skip wrapper carries the test's __module__ (functools.wraps); the verifier's
     # guard once took it for a test not running its own module's code, and no case validated.
     git(repo, "reset", "-q", "--hard", "HEAD~1")
@@ -261,6 +260,26 @@ def test_a_fix_whose_tests_skip_with_unittest_decorators_validates(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fail_to_pass     1: tests.test_add.AddTests::test_add" in done.stdout
     assert "took" in done.stdout and "4 test runs" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_tests_that_hang_before_the_fix_are_refused_naming_the_timeout(
+    repo: Path, proj: Path
+) -> None:
+    (repo / "tests" / "test_add.py").write_text(
+        "import calc\n\n\ndef test_add_terminates():\n"
+        "    while calc.add(1, 1) != 2:\n        pass\n"
+    )
+    git(repo, "commit", "-q", "-a", "--amend", "--no-edit")
+    t0 = time.monotonic()
+    msg = refused(
+        proj, "x", "--from-git", str(repo), "--commit", "HEAD",
+        "--timeout", "3", "--repeats", "3", "--jobs", "2",
+    )  # fmt: skip
+    assert "the tests on the parent with the hidden tests wrote no report" in msg
+    assert "did not finish within --timeout 3s" in msg
+    assert time.monotonic() - t0 < 120  # the first run that hangs stops the derivation
 
 
 def test_an_environment_that_cannot_be_built_is_refused(
