@@ -144,10 +144,12 @@ def validate_in_envs(
     cases: Sequence[LoadedCase],
     sandbox: Sandbox,
     downgrade: frozenset[str] = frozenset(),
+    side_by_side: bool = False,
 ) -> list[ValidationResult]:
     """Build the cases' environments, then prove each case in its own (``cases validate``).
 
     A red that ran no test (a collection or import error) is reported broken.
+    ``side_by_side``: each case's red and green verifier run at once.
     """
     images: dict[str, str] = {}
     if sandbox.name == "docker":
@@ -160,7 +162,14 @@ def validate_in_envs(
     out: list[ValidationResult] = []
     for lc in cases:
         env = envs.cases.get(lc.id)
-        result = validate_case(lc, sandbox, downgrade, environment=env, image=images.get(lc.id))
+        result = validate_case(
+            lc,
+            sandbox,
+            downgrade,
+            environment=env,
+            image=images.get(lc.id),
+            side_by_side=side_by_side,
+        )
         problem = red_problem(result) if result.status == "ok" else None
         if problem is not None:
             result = ValidationResult(

@@ -321,7 +321,7 @@ def _derived_case(
 
 
 def _validate(
-    project: Project, stage: Path, sandbox: Sandbox
+    project: Project, stage: Path, sandbox: Sandbox, side_by_side: bool
 ) -> tuple[LoadedCase, ValidationResult]:
     """Load the staged case and prove it red before and green after the fix.
 
@@ -329,7 +329,7 @@ def _validate(
         ConfigError: the case does not validate.
     """
     lc = load_case(stage)
-    result = validate_in_envs(project, [lc], sandbox)[0]
+    result = validate_in_envs(project, [lc], sandbox, side_by_side=side_by_side)[0]
     if result.status != "ok":
         excerpt = " ".join(result.red_excerpt.split())[-600:]
         raise ConfigError(
@@ -404,7 +404,7 @@ def new_case(
         case = _derived_case(case_id, fix, split, derived, request, start, spec, final, contract)
         (stage / CASE_FILE).write_text(_case_yaml(case, fix), encoding="utf-8")
         t_validate = time.monotonic()
-        lc, result = _validate(project, stage, sandbox)
+        lc, result = _validate(project, stage, sandbox, options.jobs > 1)
         t_done = time.monotonic()
         lock, _ = lock_cases(
             [*load_cases(project.cases_dir), lc],
