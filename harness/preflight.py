@@ -36,9 +36,12 @@ __all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "valida
 
 PREFLIGHT_DIR = "preflight"
 # pytest/unittest wording for "the tests never ran": a module that cannot be imported.
+# A missing module counts when the runner died of it (a traceback's last line), not when a
+# test failed on it (pytest's `E   ModuleNotFoundError` / `FAILED id - ModuleNotFoundError`).
 _COLLECTION_ERROR = re.compile(
-    r"ERROR collecting|ImportError while importing|ModuleNotFoundError|No module named|"
-    r"errors? during collection|Interrupted: \d+ errors?",
+    r"ERROR collecting|ImportError while importing|Failed to import test module|"
+    r"^(?:ModuleNotFoundError|ImportError)\b|errors? during collection|Interrupted: \d+ errors?",
+    re.MULTILINE,
 )
 
 
