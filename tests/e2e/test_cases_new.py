@@ -282,6 +282,31 @@ def test_tests_that_hang_before_the_fix_are_refused_naming_the_timeout(
     assert time.monotonic() - t0 < 120  # the first run that hangs stops the derivation
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+def test_compiled_test_requirements_win_over_their_input(repo: Path, proj: Path) -> None:
+    # requirements/tests.in says `pytest`; requirements/tests.txt, compiled from it, pins the
+    # version the project's tests ran with (a newer pytest can turn their warnings to errors).
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "requirements").mkdir()
+    (repo / "requirements" / "tests.in").write_text("pytest\n")
+    (repo / "requirements" / "tests.txt").write_text(
+        "# compiled from tests.in\npytest==8.3.4\n    # via -r tests.in\n"
+    )
+    commit_all(repo, "test requirements")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "tests" / "test_add.py").write_text(TEST_ADD)
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "1", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "from requirements/tests.txt" in " ".join(done.stdout.split())
+    lock = (proj / "cases" / "add-fix" / "requirements.lock").read_text()
+    assert "pytest==8.3.4" in lock
+
+
 def test_an_environment_that_cannot_be_built_is_refused(
     repo: Path, proj: Path, tmp_path: Path
 ) -> None:
