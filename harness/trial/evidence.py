@@ -442,8 +442,38 @@ def _test_ok(item):
                 break
             inner = getattr(f, "__wrapped__", None)
             f = getattr(inner, "__func__", inner)
+    if not ok:
+        ok = _inherited(item, getattr(fn, "__func__", fn))
     _TESTS_OK[key] = (fn, ok)
     return ok
+
+
+def _inherited(item, fn):
+    """Tell whether ``fn`` is a method the test's class has from a locked test module.
+
+    A test class may take its tests from a class of another test module (imported there):
+    the method must be one the runner compiled for that module, whose file the run cannot
+    change, running in that module's namespace, and found on the test's class.
+    """
+    cls = getattr(item, "cls", None)
+    code = getattr(fn, "__code__", None)
+    if cls is None or code is None:
+        return False
+    name = getattr(fn, "__name__", None)
+    if not any(vars(k).get(name) is fn for k in getattr(cls, "__mro__", ())):
+        return False
+    real = os.path.realpath(code.co_filename)
+    mod = sys.modules.get(getattr(fn, "__globals__", {}).get("__name__") or "")
+    where = getattr(mod, "__file__", None)
+    return (
+        real in _MODCODES
+        and _fixed_file(real)
+        and mod is not None
+        and mod.__dict__ is fn.__globals__
+        and isinstance(where, str)
+        and os.path.realpath(where) == real
+        and _own_code(code, real)
+    )
 
 
 _GLOBALS = {}
