@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -56,6 +56,7 @@ from harness.preflight import validate_in_envs
 from harness.project import Project
 from harness.sandbox.base import Sandbox
 from harness.trial.validate import ValidationResult, apply_patch
+from harness.trial.vtree import build_verification_tree
 from harness.trial.workspace import materialize
 
 __all__ = ["NewCaseOptions", "NewCaseResult", "batch_case_id", "new_case"]
@@ -204,33 +205,43 @@ def _targets(tests: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted({t.split("/", 1)[0] for t in tests}))
 
 
-def _draft(case_id: str, stage: Path, repo: ArchiveRepo | GitRepo) -> LoadedCase:
-    """Make a provisional case to materialise the starting state with (never written)."""
+def _draft(
+    case_id: str, stage: Path, repo: ArchiveRepo | GitRepo, tests: Sequence[str]
+) -> LoadedCase:
+    """Make a provisional case to build the trees with (never written): its hidden tests."""
     case = Case(
         id=case_id,
         version=1,
         request="draft",
         repo=repo,
-        verifier=Verifier(command=("true",)),
+        verifier=Verifier(
+            command=("true",),
+            hidden=tuple(HiddenFile(src=f"hidden/{p}", dest=p) for p in tests),
+        ),
         lane="judgment",
     )
     return LoadedCase(case=case, dir=stage, digest="", files={})
 
 
-def _trees(
-    lc: LoadedCase, fix: FixCommit, split: Split, hidden: Path, patch: Path, tmp: Path
-) -> tuple[Path, Path]:
-    red, green = tmp / "red", tmp / "green"
-    materialize(lc, red)
-    for path in split.tests:
-        (red / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(hidden / path, red / path)
-    shutil.copytree(red, green, symlinks=True)
+def _trees(lc: LoadedCase, patch: Path, tmp: Path) -> tuple[Path, Path, tuple[str, ...]]:
+    """Build the verifier's own trees for the agent that did nothing and the reference.
+
+    The same code as a trial's verifier (:func:`build_verification_tree`): the hidden tests
+    written in, protected files and the starting state's runner configuration kept. So the
+    lists are derived on exactly the files the verifier will see. Also returns what the
+    verifier keeps back from the fix (protected files it changes), for a human to read.
+    """
+    start, done = tmp / "start", tmp / "reference"
+    materialize(lc, start)
+    shutil.copytree(start, done, symlinks=True)
     try:
-        apply_patch(patch, green)
+        apply_patch(patch, done)
     except ConfigError as exc:
         raise ConfigError(f"the fix does not apply to its parent's tree: {exc}") from None
-    return red, green
+    red, green = tmp / "red", tmp / "green"
+    build_verification_tree(lc, start, start, red, artifacts=[JUNIT_PATH])
+    vt = build_verification_tree(lc, start, done, green, artifacts=[JUNIT_PATH])
+    return red, green, tuple(vt.tampering)
 
 
 def _no_fail_to_pass(split: Split, derived: Derived) -> ConfigError:
@@ -275,6 +286,11 @@ def _to_read(
         notes.append(
             f"{len(derived.broken)} test(s) fail with the fix too, deselected: "
             + ", ".join(derived.broken[:5])
+        )
+    if derived.notes:
+        notes.append(
+            "the verifier keeps these from the starting state, as it will for any agent "
+            f"(the lists were derived without them): {'; '.join(derived.notes[:5])}"
         )
     if not env_sources:
         notes.append("no test requirements were found: the environment is pytest alone")
@@ -380,20 +396,15 @@ def new_case(
         command = base_command(targets)
         contract = PhaseContract(timeout_seconds=options.timeout)
         with scratch("authoring") as tmp:
-            red, green = _trees(
-                _draft(case_id, stage, start),
-                fix,
-                split,
-                stage / "hidden",
-                stage / "reference.patch",
-                Path(tmp),
-            )
+            draft = _draft(case_id, stage, start, split.tests)
+            red, green, kept_back = _trees(draft, stage / "reference.patch", Path(tmp))
             label = f"new-{case_id}"
             runs = run_both(
                 sandbox, built, red, green, command, contract, options.repeats, label, options.jobs
             )
         t_lists = time.monotonic()
         derived = derive_lists(*runs, pass_to_pass_limit=options.pass_to_pass)
+        derived = replace(derived, notes=kept_back)
         if not derived.fail_to_pass:
             raise _no_fail_to_pass(split, derived)
         final = (

@@ -307,6 +307,33 @@ def test_compiled_test_requirements_win_over_their_input(repo: Path, proj: Path)
     assert "pytest==8.3.4" in lock
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+def test_lists_are_derived_on_the_files_the_verifier_keeps(repo: Path, proj: Path) -> None:
+    # The fix also changes the runner's configuration, which the verifier restores from the
+    # starting state for any agent: a test that needs the fix's configuration fails there,
+    # so it must be found failing (and deselected) before the case is validated.
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT + '[tool.pytest.ini_options]\nmarkers = ["slow: slow tests"]\n'
+    )
+    (repo / "tests" / "test_add.py").write_text(
+        TEST_ADD + "\n\ndef test_markers_declared():\n"
+        "    assert 'tool.pytest' in open('pyproject.toml').read()\n"
+    )
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "1", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert "fail_to_pass 2: tests.test_add::test_add, tests.test_add::test_add_negative" in out
+    assert "fail with the fix too, deselected: tests.test_add::test_markers_declared" in out
+    assert "the verifier keeps these from the starting state" in out and "pyproject.toml" in out
+
+
 def test_an_environment_that_cannot_be_built_is_refused(
     repo: Path, proj: Path, tmp_path: Path
 ) -> None:
