@@ -8,7 +8,7 @@ validated case, the time it took, and the reason printed when it did not. Every 
 case is then run with a no-op agent (must fail) and an agent applying the reference (must
 pass), and its starting state is checked for the hidden tests and the fix.
 
-    python bench/cases_from_git.py --work /tmp/cases-bench [--only idna]
+    python bench/cases_from_git.py --work /tmp/cases-bench [--only idna] [--commits 2]
 
 Writes <work>/results.json and prints a Markdown table.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -34,7 +35,7 @@ PROJECTS: dict[str, list[str]] = {
     "six": ["1.12.0", "1.13.0", "1.14.0", "1.15.0", "1.16.0", "1.17.0"],
 }
 
-KEPT_LINES = ("fail_to_pass", "pass_to_pass", "flaky", "deselected")
+KEPT_LINES = ("fail_to_pass", "pass_to_pass", "flaky", "deselected", "took")
 HARNESS_YAML = """\
 task_set: golden
 policy: policy.yaml
@@ -153,14 +154,57 @@ def add_agents(proj: Path, made: list[str], results: list[dict[str, object]]) ->
             row["reference"] = ref.get(str(row["case"]))
 
 
+# What a commit that cannot make a case is refused for, rightly: the release changed no test,
+# changed only tests, or its tests already pass on the parent (nothing they prove was fixed).
+CORRECT_REFUSALS = (
+    "adds or changes no test file",
+    "changes no source",
+    "no test fails on the parent and passes with the fix",
+)
+
+
+def status(row: dict[str, object]) -> str:
+    """``validated`` (made, no-op fails, reference passes), ``refused`` (rightly) or ``failed``."""
+    if row["exit"] == 0:
+        agents = (row.get("noop"), row.get("reference"))
+        return "validated" if agents == ("fail", "pass") else f"made, agents {agents}"
+    if any(r in str(row.get("reason", "")) for r in CORRECT_REFUSALS):
+        return "refused"
+    return "failed"
+
+
+def print_table(results: list[dict[str, object]]) -> None:
+    print("\n| project | version | outcome | seconds | where the time went | reason |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        derived = [str(d) for d in r.get("derived", [])]  # type: ignore[attr-defined]
+        took = next((d for d in derived if d.startswith("took")), "")
+        steps = str(took).partition("(")[2].rstrip(")")
+        print(f"| {r['project']} | {r['version']} | {status(r)} | {r['seconds']} | {steps} | "
+              f"{str(r.get('reason', ''))[:300]} |")  # fmt: skip
+    counts = {k: sum(status(r) == k for r in results) for k in ("validated", "refused", "failed")}
+    made = sorted(float(r["seconds"]) for r in results if r["exit"] == 0)  # type: ignore[arg-type]
+    median = statistics.median(made) if made else float("nan")
+    print(f"\n{len(results)} commits: {counts['validated']} validated, {counts['refused']} "
+          f"refused correctly, {counts['failed']} failed; median {median:.1f}s per made case, "
+          f"slowest {max(made, default=float('nan')):.1f}s")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--sdists", type=Path, default=None)
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--repeats", default="3")
+    ap.add_argument(
+        "--commits", type=int, default=0, help="at most this many commits per project (0: all)"
+    )
     ap.add_argument("--agents-only", action="store_true", help="only run the agents again")
+    ap.add_argument("--table", action="store_true", help="only print <work>/results.json")
     args = ap.parse_args()
+    if args.table:
+        print_table(json.loads((args.work / "results.json").read_text()))
+        return 0
     work: Path = args.work
     cache = args.sdists or work / "sdists"
     cache.mkdir(parents=True, exist_ok=True)
@@ -179,6 +223,8 @@ def main() -> int:
             continue
         repo = work / "repos" / name
         commits = build_repo(name, versions, cache, repo)
+        if args.commits:
+            commits = commits[: args.commits]
         proj = work / "projects" / name
         if proj.exists():
             shutil.rmtree(proj)
@@ -211,12 +257,7 @@ def main() -> int:
             print(json.dumps(row), flush=True)
         add_agents(proj, made, results)
         out_file.write_text(json.dumps(results, indent=2))
-    print("\n| project | version | case made | seconds | noop | reference | reason |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['project']} | {r['version']} | {'yes' if r['exit'] == 0 else 'no'} | "
-              f"{r['seconds']} | {r.get('noop', '')} | {r.get('reference', '')} | "
-              f"{str(r.get('reason', ''))[:300]} |")  # fmt: skip
+    print_table(results)
     return 0
 
 

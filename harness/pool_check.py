@@ -258,7 +258,7 @@ def _spreads(
     releases: int,
     seed: int,
 ) -> list[SpreadRow]:
-    """The spread rows: the promoted trials alone, the pool now, after five more runs."""
+    """Return the spread rows: the promoted trials alone, the pool now, after five more runs."""
 
     def spread(p: list[int], t: list[int], size: list[int] | None = None) -> PoolSpread:
         return pool_spread(

@@ -39,9 +39,12 @@ __all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "valida
 
 PREFLIGHT_DIR = "preflight"
 # pytest/unittest wording for "the tests never ran": a module that cannot be imported.
+# A missing module counts when the runner died of it (a traceback's last line), not when a
+# test failed on it (pytest's `E   ModuleNotFoundError` / `FAILED id - ModuleNotFoundError`).
 _COLLECTION_ERROR = re.compile(
-    r"ERROR collecting|ImportError while importing|ModuleNotFoundError|No module named|"
-    r"errors? during collection|Interrupted: \d+ errors?",
+    r"ERROR collecting|ImportError while importing|Failed to import test module|"
+    r"^(?:ModuleNotFoundError|ImportError)\b|errors? during collection|Interrupted: \d+ errors?",
+    re.MULTILINE,
 )
 
 
@@ -191,10 +194,12 @@ def validate_in_envs(
     cases: Sequence[LoadedCase],
     sandbox: Sandbox,
     downgrade: frozenset[str] = frozenset(),
+    side_by_side: bool = False,
 ) -> list[ValidationResult]:
     """Build the cases' environments, then prove each case in its own (``cases validate``).
 
     A red that ran no test (a collection or import error) is reported broken.
+    ``side_by_side``: each case's red and green verifier run at once.
     """
     images: dict[str, str] = {}
     if sandbox.name == "docker":
@@ -207,7 +212,14 @@ def validate_in_envs(
     out: list[ValidationResult] = []
     for lc in cases:
         env = envs.cases.get(lc.id)
-        result = validate_case(lc, sandbox, downgrade, environment=env, image=images.get(lc.id))
+        result = validate_case(
+            lc,
+            sandbox,
+            downgrade,
+            environment=env,
+            image=images.get(lc.id),
+            side_by_side=side_by_side,
+        )
         problem = red_problem(result) if result.status == "ok" else None
         if problem is not None:
             result = ValidationResult(

@@ -114,6 +114,17 @@ def test_red_counts_only_when_tests_ran_and_failed():
             failed, "ERROR collecting tests/test_x.py\nModuleNotFoundError: No module named 'six'"
         )
     )
+    # A test that fails on a missing module (what the fix adds) is a test failure, not a
+    # collection error; a runner that died importing one is not.
+    missing = (
+        "    def test_moves():\n>       import six.moves._dummy_thread\n"
+        "E   ModuleNotFoundError: No module named 'six.moves._dummy_thread'\n"
+        "FAILED test_six.py::test_moves - ModuleNotFoundError: No module named 'six.moves'"
+    )
+    assert red_problem(_result(failed, missing)) is None
+    assert "could not be collected" in red_problem(
+        _result(failed, "Traceback (most recent call last):\nModuleNotFoundError: No module")
+    )
     none_ran = Verdict(outcome=Outcome.FAIL, failure_type=FailureType.TEST_FAILURE, tests_run=0)
     assert "no test ran" in red_problem(_result(none_ran))
     no_tests = Verdict(outcome=Outcome.FAIL, failure_type=FailureType.NO_TESTS)

@@ -65,6 +65,46 @@ def test_an_honest_run_keeps_its_exit_status_and_loses_the_canary(tmp_path, x):
     assert report.tests == 2 and report.failures == (0 if x == 2 else 1)
 
 
+SKIPPED_TESTS = (
+    "import unittest\n\nfrom lib import X\n\n\nclass T(unittest.TestCase):\n"
+    "    @unittest.skipIf(True, 'not here')\n    def test_skipped(self):\n        assert X\n\n"
+    "    @unittest.expectedFailure\n    def test_expected(self):\n        assert X == 3\n"
+)
+
+
+def test_tests_wrapped_by_unittest_decorators_run_their_own_code(tmp_path):
+    # functools.wraps copies the test's __module__ onto unittest's wrapper: the wrapper is
+    # judged by the module its globals are, not by the name it carries.
+    done, _, guarded, problems = _run(
+        tmp_path, "X = 2\n", locked={"tests/test_skip.py": SKIPPED_TESTS}
+    )
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+
+
+BASE_TESTS = (
+    "from lib import X\n\n\nclass TestBase:\n    def test_x(self):\n        assert X == 2\n"
+)
+CHILD_TESTS = "from test_base import TestBase\n\n\nclass TestChild(TestBase):\n    pass\n"
+
+
+def test_a_test_class_may_inherit_tests_from_another_locked_test_module(tmp_path):
+    locked = {"tests/test_base.py": BASE_TESTS, "tests/test_child.py": CHILD_TESTS}
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+
+
+def test_tests_inherited_from_a_module_the_candidate_wrote_are_tampering(tmp_path):
+    _, _, _, problems = _run(
+        tmp_path,
+        "X = 2\n",
+        {"tests/test_base.py": BASE_TESTS},
+        locked={"tests/test_child.py": CHILD_TESTS},
+    )
+    assert any("test_child.py::TestChild::test_x does not run its own" in p for p in problems)
+
+
 def test_a_collection_error_is_judged_not_called_tampering(tmp_path):
     done, junit, guarded, problems = _run(tmp_path, "X = (\n")
     assert done.returncode == 2, done.stdout

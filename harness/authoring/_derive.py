@@ -20,6 +20,7 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -107,9 +108,16 @@ def run_tests(
         data = v.read_file(f"{v.paths.workspace}/{JUNIT_PATH}", limit=64 << 20)
     text = select_excerpt(res.stdout, res.stderr)
     if data is None:
+        tree_name = "the parent with the hidden tests" if "-red" in label else "the fix"
+        slow = (
+            f"did not finish within --timeout {contract.timeout_seconds:g}s (a test that hangs "
+            "or is this slow there); "
+            if res.termination.value == "wall_clock"
+            else ""
+        )
         raise ConfigError(
-            f"the tests wrote no report ({res.termination.value}, exit {res.exit_code}); "
-            f"output: {' '.join(text.split())[-800:]}"
+            f"the tests on {tree_name} wrote no report: {slow}({res.termination.value}, "
+            f"exit {res.exit_code}); output: {' '.join(text.split())[-800:]}"
         )
     try:
         report = parse_junit(data)
@@ -209,14 +217,32 @@ def run_both(
     contract: PhaseContract,
     repeats: int,
     label: str,
+    jobs: int = 1,
 ) -> tuple[list[TreeRun], list[TreeRun]]:
-    """Run the red and the green tree ``repeats`` times each, interleaved."""
-    red: list[TreeRun] = []
-    green: list[TreeRun] = []
-    for i in range(repeats):
-        red.append(run_tests(sandbox, env, red_tree, command, contract, f"{label}-red{i}"))
-        green.append(run_tests(sandbox, env, green_tree, command, contract, f"{label}-green{i}"))
-    return red, green
+    """Run the red and the green tree ``repeats`` times each, ``jobs`` runs at a time.
+
+    Every run has its own fresh sandbox and its own copy of the tree, so running them side
+    by side changes nothing a run sees; the lists come back in run order either way.
+    """
+    runs = [
+        (tree, f"{label}-{name}{i}")
+        for i in range(repeats)
+        for name, tree in (("red", red_tree), ("green", green_tree))
+    ]
+    if jobs <= 1:
+        done = [run_tests(sandbox, env, tree, command, contract, lab) for tree, lab in runs]
+    else:
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="derive")
+        try:
+            futures = [
+                pool.submit(run_tests, sandbox, env, tree, command, contract, lab)
+                for tree, lab in runs
+            ]
+            done = [f.result() for f in futures]
+        finally:
+            # The first failure decides: runs not started yet are dropped, not waited for.
+            pool.shutdown(wait=True, cancel_futures=True)
+    return done[0::2], done[1::2]
 
 
 def scratch(prefix: str) -> tempfile.TemporaryDirectory[str]:

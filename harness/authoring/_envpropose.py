@@ -1,7 +1,8 @@
 """Propose a verifier environment from what the repository declares for its tests.
 
 Read at the fix commit (a fix may need what it declares): ``requirements*.txt`` and
-``requirements/*.txt`` whose names say test (else dev), ``pyproject.toml``'s
+``requirements/*.txt`` whose names say test (else dev; an ``X.in`` beside its compiled
+``X.txt`` gives way to it: the pins are what the project's tests ran with), ``pyproject.toml``'s
 ``project.dependencies`` with its ``test``/``tests``/``testing`` extras or dependency
 groups (else ``dev``), and ``setup.cfg``'s ``install_requires`` with its test extras.
 ``pytest`` is always added. The project itself is never a requirement: it is the
@@ -139,7 +140,9 @@ def propose_requirements(fix: FixCommit) -> Proposal:
         req_files = [
             n
             for n in wanted
-            if _REQ_FILE.match(n) and any(k in n.rpartition("/")[2].lower() for k in flavour)
+            if _REQ_FILE.match(n)
+            and any(k in n.rpartition("/")[2].lower() for k in flavour)
+            and not (n.endswith(".in") and n[:-3] + ".txt" in files)
         ]
         seen: set[str] = set()
         groups = [(n, _req_lines(files, n, seen, skipped)) for n in sorted(req_files)]

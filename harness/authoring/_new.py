@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -56,6 +56,7 @@ from harness.preflight import validate_in_envs
 from harness.project import Project
 from harness.sandbox.base import Sandbox
 from harness.trial.validate import ValidationResult, apply_patch
+from harness.trial.vtree import build_verification_tree
 from harness.trial.workspace import materialize
 
 __all__ = ["NewCaseOptions", "NewCaseResult", "batch_case_id", "new_case"]
@@ -85,6 +86,8 @@ class NewCaseOptions:
     """At most this many pass_to_pass tests (a deterministic sample); 0: all."""
     timeout: float = 300.0
     """Wall-clock bound of one test run (and of the verifier)."""
+    jobs: int = 1
+    """Test runs of the derivation side by side (each in its own fresh sandbox)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class NewCaseResult:
     request: str
     validation: str
     seconds: float
+    steps: tuple[tuple[str, float], ...] = ()
+    """Wall-clock seconds of the slow steps (environment, derivation runs, validation)."""
     to_read: tuple[str, ...] = field(default_factory=tuple)
     """What a human should still read before trusting the case."""
 
@@ -200,33 +205,43 @@ def _targets(tests: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted({t.split("/", 1)[0] for t in tests}))
 
 
-def _draft(case_id: str, stage: Path, repo: ArchiveRepo | GitRepo) -> LoadedCase:
-    """Make a provisional case to materialise the starting state with (never written)."""
+def _draft(
+    case_id: str, stage: Path, repo: ArchiveRepo | GitRepo, tests: Sequence[str]
+) -> LoadedCase:
+    """Make a provisional case to build the trees with (never written): its hidden tests."""
     case = Case(
         id=case_id,
         version=1,
         request="draft",
         repo=repo,
-        verifier=Verifier(command=("true",)),
+        verifier=Verifier(
+            command=("true",),
+            hidden=tuple(HiddenFile(src=f"hidden/{p}", dest=p) for p in tests),
+        ),
         lane="judgment",
     )
     return LoadedCase(case=case, dir=stage, digest="", files={})
 
 
-def _trees(
-    lc: LoadedCase, fix: FixCommit, split: Split, hidden: Path, patch: Path, tmp: Path
-) -> tuple[Path, Path]:
-    red, green = tmp / "red", tmp / "green"
-    materialize(lc, red)
-    for path in split.tests:
-        (red / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(hidden / path, red / path)
-    shutil.copytree(red, green, symlinks=True)
+def _trees(lc: LoadedCase, patch: Path, tmp: Path) -> tuple[Path, Path, tuple[str, ...]]:
+    """Build the verifier's own trees for the agent that did nothing and the reference.
+
+    The same code as a trial's verifier (:func:`build_verification_tree`): the hidden tests
+    written in, protected files and the starting state's runner configuration kept. So the
+    lists are derived on exactly the files the verifier will see. Also returns what the
+    verifier keeps back from the fix (protected files it changes), for a human to read.
+    """
+    start, done = tmp / "start", tmp / "reference"
+    materialize(lc, start)
+    shutil.copytree(start, done, symlinks=True)
     try:
-        apply_patch(patch, green)
+        apply_patch(patch, done)
     except ConfigError as exc:
         raise ConfigError(f"the fix does not apply to its parent's tree: {exc}") from None
-    return red, green
+    red, green = tmp / "red", tmp / "green"
+    build_verification_tree(lc, start, start, red, artifacts=[JUNIT_PATH])
+    vt = build_verification_tree(lc, start, done, green, artifacts=[JUNIT_PATH])
+    return red, green, tuple(vt.tampering)
 
 
 def _no_fail_to_pass(split: Split, derived: Derived) -> ConfigError:
@@ -271,6 +286,11 @@ def _to_read(
         notes.append(
             f"{len(derived.broken)} test(s) fail with the fix too, deselected: "
             + ", ".join(derived.broken[:5])
+        )
+    if derived.notes:
+        notes.append(
+            "the verifier keeps these from the starting state, as it will for any agent "
+            f"(the lists were derived without them): {'; '.join(derived.notes[:5])}"
         )
     if not env_sources:
         notes.append("no test requirements were found: the environment is pytest alone")
@@ -317,7 +337,7 @@ def _derived_case(
 
 
 def _validate(
-    project: Project, stage: Path, sandbox: Sandbox
+    project: Project, stage: Path, sandbox: Sandbox, side_by_side: bool
 ) -> tuple[LoadedCase, ValidationResult]:
     """Load the staged case and prove it red before and green after the fix.
 
@@ -325,7 +345,7 @@ def _validate(
         ConfigError: the case does not validate.
     """
     lc = load_case(stage)
-    result = validate_in_envs(project, [lc], sandbox)[0]
+    result = validate_in_envs(project, [lc], sandbox, side_by_side=side_by_side)[0]
     if result.status != "ok":
         excerpt = " ".join(result.red_excerpt.split())[-600:]
         raise ConfigError(
@@ -369,23 +389,22 @@ def new_case(
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(fix.blob(path))
         start = _write_starting_state(fix, stage, options.keep_git)
+        t_env = time.monotonic()
         spec, built, env_sources = _environment(fix, stage, options)
+        t_runs = time.monotonic()
         targets = _targets(split.tests)
         command = base_command(targets)
         contract = PhaseContract(timeout_seconds=options.timeout)
         with scratch("authoring") as tmp:
-            red, green = _trees(
-                _draft(case_id, stage, start),
-                fix,
-                split,
-                stage / "hidden",
-                stage / "reference.patch",
-                Path(tmp),
-            )
+            draft = _draft(case_id, stage, start, split.tests)
+            red, green, kept_back = _trees(draft, stage / "reference.patch", Path(tmp))
+            label = f"new-{case_id}"
             runs = run_both(
-                sandbox, built, red, green, command, contract, options.repeats, f"new-{case_id}"
+                sandbox, built, red, green, command, contract, options.repeats, label, options.jobs
             )
+        t_lists = time.monotonic()
         derived = derive_lists(*runs, pass_to_pass_limit=options.pass_to_pass)
+        derived = replace(derived, notes=kept_back)
         if not derived.fail_to_pass:
             raise _no_fail_to_pass(split, derived)
         final = (
@@ -395,7 +414,9 @@ def new_case(
         )
         case = _derived_case(case_id, fix, split, derived, request, start, spec, final, contract)
         (stage / CASE_FILE).write_text(_case_yaml(case, fix), encoding="utf-8")
-        lc, result = _validate(project, stage, sandbox)
+        t_validate = time.monotonic()
+        lc, result = _validate(project, stage, sandbox, options.jobs > 1)
+        t_done = time.monotonic()
         lock, _ = lock_cases(
             [*load_cases(project.cases_dir), lc],
             read_lock(project.lock_path, project.file.task_set),
@@ -418,5 +439,10 @@ def new_case(
         request=request,
         validation=result.message,
         seconds=time.monotonic() - t0,
+        steps=(
+            ("environment", t_runs - t_env),
+            (f"{2 * options.repeats} test runs", t_lists - t_runs),
+            ("validation", t_done - t_validate),
+        ),
         to_read=_to_read(request, origin, split, derived, env_sources),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ def _show(result: Any) -> None:
     p(f"  deselected       {len(d.deselect) + len(d.ignore)}", highlight=False)
     p(f"  validated        {escape(result.validation)}", highlight=False)
     p(f"  locked           {result.digest}", highlight=False)
-    p(f"  took             {result.seconds:.1f}s", highlight=False)
+    steps = ", ".join(f"{name} {sec:.1f}s" for name, sec in result.steps)
+    p(f"  took             {result.seconds:.1f}s ({steps})", highlight=False)
     p("[bold]read before trusting it:[/]")
     for note in result.to_read:
         p(f"  - {escape(note)}", highlight=False)
@@ -81,6 +83,7 @@ def run_new(
     p2p: int,
     timeout: float,
     backend: str | None,
+    jobs: int | None,
 ) -> int:
     """Make one case (one commit) or one per commit (batch); return the exit code.
 
@@ -105,6 +108,7 @@ def run_new(
         repeats=repeats,
         pass_to_pass=p2p,
         timeout=timeout,
+        jobs=jobs or os.cpu_count() or 1,
     )
     if len(wanted) == 1:
         _show(new_case(project, case_id, repo, wanted[0], sandbox, options))

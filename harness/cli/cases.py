@@ -147,6 +147,12 @@ def cases_validate(
 @click.option("--pass-to-pass", "p2p", type=click.IntRange(0), default=0, help="0: all.")
 @click.option("--timeout", type=click.FloatRange(1, 7200), default=300.0, show_default=True)
 @click.option("--backend", type=click.Choice(["local", "docker"]), default=None)
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Test runs of the derivation side by side (default: core count).",
+)
 @handle_errors
 def cases_new(
     project_dir: Path, case_id: str, repo: Path, commits: tuple[str, ...], **kw: Any

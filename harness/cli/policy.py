@@ -112,7 +112,7 @@ def policy_check(
 def _pool_check(
     project: Project, baseline: str | None, k: int | None, seed: int, pools: int, releases: int
 ) -> PoolCheck | None:
-    """The baseline pool's sizes, sources and conditional rates when the policy keeps one."""
+    """Return the baseline pool's sizes, sources and conditional rates (if the policy keeps one)."""
     from harness.gate.opchar import choose_baseline
     from harness.gate.policy import load_policy
     from harness.pool_check import pool_check

@@ -574,7 +574,9 @@ def decide(
         level = _pooled_level(policy, candidate, stored_baseline, baseline)
         reasons += rule_baseline_pooled(stored_baseline, baseline, alpha=policy.alpha, level=level)
         if level < policy.alpha:
-            rule_policy = policy.model_copy(update={"alpha": level, "warn_alpha": policy.warn_level})
+            rule_policy = policy.model_copy(
+                update={"alpha": level, "warn_alpha": policy.warn_level}
+            )
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
     drift, found = rule_drift(policy, baseline, stored_baseline)
     reasons += found
@@ -615,8 +617,10 @@ def decide(
 
 
 def _pooled_level(policy: Policy, candidate: ArmData, pool: ArmData, live: ArmData | None) -> float:
-    """The FAIL level against the pool: judged trials per case of each part, then
-    :func:`harness.gate.conditional.pool_level`."""
+    """Return the FAIL level against the pool (:func:`harness.gate.conditional.pool_level`).
+
+    It takes the judged trials per case of each part: candidate, pool and live.
+    """
     ids = sorted(candidate.cases)
 
     def judged(arm: ArmData | None, cid: str) -> int:

@@ -536,6 +536,8 @@ def _test_ok(item):
             else:
                 inner = _trampoline(f)
             f = getattr(inner, "__func__", inner)
+    if not ok:
+        ok = _inherited(item, getattr(fn, "__func__", fn))
     _TESTS_OK[key] = (fn, ok)
     return ok
 
@@ -597,6 +599,32 @@ def _watch_own_code(item):
     sys.setprofile(profile)
     threading.setprofile(profile)
     return seen, before
+def _inherited(item, fn):
+    """Tell whether ``fn`` is a method the test's class has from a locked test module.
+
+    A test class may take its tests from a class of another test module (imported there):
+    the method must be one the runner compiled for that module, whose file the run cannot
+    change, running in that module's namespace, and found on the test's class.
+    """
+    cls = getattr(item, "cls", None)
+    code = getattr(fn, "__code__", None)
+    if cls is None or code is None:
+        return False
+    name = getattr(fn, "__name__", None)
+    if not any(vars(k).get(name) is fn for k in getattr(cls, "__mro__", ())):
+        return False
+    real = os.path.realpath(code.co_filename)
+    mod = sys.modules.get(getattr(fn, "__globals__", {}).get("__name__") or "")
+    where = getattr(mod, "__file__", None)
+    return (
+        real in _MODCODES
+        and _fixed_file(real)
+        and mod is not None
+        and mod.__dict__ is fn.__globals__
+        and isinstance(where, str)
+        and os.path.realpath(where) == real
+        and _own_code(code, real)
+    )
 
 
 _GLOBALS = {}
@@ -683,7 +711,7 @@ def _verified(value, wrapper=False):
     if not _fixed_file(path):
         return False
     # The module whose namespace the function runs in (``functools.wraps`` copies the
-    # wrapped function's ``__module__`` onto a wrapper: that name says nothing).
+    # wrapped test's ``__module__`` onto mock's and unittest's skip wrappers: only a name).
     name = fn.__globals__.get("__name__")
     mod = sys.modules.get(name) if isinstance(name, str) else None
     where = getattr(mod, "__file__", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,13 @@ def validate_case(
     *,
     environment: BuiltEnv | None = None,
     image: str | None = None,
+    side_by_side: bool = False,
 ) -> ValidationResult:
-    """Run the red/green proof for one case (in ``environment``, from ``image``)."""
+    """Run the red/green proof for one case (in ``environment``, from ``image``).
+
+    ``side_by_side`` runs the red and the green verifier at once (each in its own fresh
+    sandbox, on its own tree: the verdicts are the same as one after the other).
+    """
     case = lc.case
     if case.lane == "judgment":
         return ValidationResult(lc.id, "skipped", None, None, "judgment lane: no executable oracle")
@@ -106,8 +112,15 @@ def validate_case(
             apply_patch(lc.path(case.reference.patch), green_tree)
         except CaseError as exc:
             return ValidationResult(lc.id, "broken", None, None, str(exc))
-        red, red_excerpt = _verify(lc, sandbox, red_tree, "red", downgrade, environment, image)
-        green, _ = _verify(lc, sandbox, green_tree, "green", downgrade, environment, image)
+        args = (downgrade, environment, image)
+        if side_by_side:
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="validate") as pool:
+                red_run = pool.submit(_verify, lc, sandbox, red_tree, "red", *args)
+                green_run = pool.submit(_verify, lc, sandbox, green_tree, "green", *args)
+                (red, red_excerpt), (green, _) = red_run.result(), green_run.result()
+        else:
+            red, red_excerpt = _verify(lc, sandbox, red_tree, "red", *args)
+            green, _ = _verify(lc, sandbox, green_tree, "green", *args)
     problems = []
     if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
         Outcome.INFRA_ERROR,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,104 @@ def test_tests_that_do_not_fail_before_are_refused(repo: Path, proj: Path) -> No
     msg = refused(proj, "x", "--from-git", str(repo), "--commit", "HEAD", "--repeats", "1")
     assert "no test fails on the parent and passes with the fix" in msg
     assert "tests/test_mul.py" in msg
+
+
+UNITTEST_TESTS = (
+    "import sys\nimport unittest\n\nimport calc\n\n\nclass AddTests(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(calc.add(2, 2), 4)\n\n"
+    "    @unittest.skipIf(sys.version_info >= (3,), 'not on Python 3')\n"
+    "    def test_add_py2(self):\n        self.assertEqual(calc.add(1, 1), 2)\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_a_fix_whose_tests_skip_with_unittest_decorators_validates(repo: Path, proj: Path) -> None:
+    # unittest's skip wrapper carries the test's __module__ (functools.wraps); the verifier's
+    # guard once took it for a test not running its own module's code, and no case validated.
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "tests" / "test_add.py").write_text(UNITTEST_TESTS)
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "2", "--jobs", "2", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fail_to_pass     1: tests.test_add.AddTests::test_add" in done.stdout
+    assert "took" in done.stdout and "4 test runs" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_tests_that_hang_before_the_fix_are_refused_naming_the_timeout(
+    repo: Path, proj: Path
+) -> None:
+    (repo / "tests" / "test_add.py").write_text(
+        "import calc\n\n\ndef test_add_terminates():\n"
+        "    while calc.add(1, 1) != 2:\n        pass\n"
+    )
+    git(repo, "commit", "-q", "-a", "--amend", "--no-edit")
+    t0 = time.monotonic()
+    msg = refused(
+        proj, "x", "--from-git", str(repo), "--commit", "HEAD",
+        "--timeout", "3", "--repeats", "3", "--jobs", "2",
+    )  # fmt: skip
+    assert "the tests on the parent with the hidden tests wrote no report" in msg
+    assert "did not finish within --timeout 3s" in msg
+    assert time.monotonic() - t0 < 120  # the first run that hangs stops the derivation
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_compiled_test_requirements_win_over_their_input(repo: Path, proj: Path) -> None:
+    # requirements/tests.in says `pytest`; requirements/tests.txt, compiled from it, pins the
+    # version the project's tests ran with (a newer pytest can turn their warnings to errors).
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "requirements").mkdir()
+    (repo / "requirements" / "tests.in").write_text("pytest\n")
+    (repo / "requirements" / "tests.txt").write_text(
+        "# compiled from tests.in\npytest==8.3.4\n    # via -r tests.in\n"
+    )
+    commit_all(repo, "test requirements")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "tests" / "test_add.py").write_text(TEST_ADD)
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "1", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "from requirements/tests.txt" in " ".join(done.stdout.split())
+    lock = (proj / "cases" / "add-fix" / "requirements.lock").read_text()
+    assert "pytest==8.3.4" in lock
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_lists_are_derived_on_the_files_the_verifier_keeps(repo: Path, proj: Path) -> None:
+    # The fix also changes the runner's configuration, which the verifier restores from the
+    # starting state for any agent: a test that needs the fix's configuration fails there,
+    # so it must be found failing (and deselected) before the case is validated.
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    (repo / "calc" / "__init__.py").write_text(SOURCE_BEFORE.replace("a - b", "a + b"))
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT + '[tool.pytest.ini_options]\nmarkers = ["slow: slow tests"]\n'
+    )
+    (repo / "tests" / "test_add.py").write_text(
+        TEST_ADD + "\n\ndef test_markers_declared():\n"
+        "    assert 'tool.pytest' in open('pyproject.toml').read()\n"
+    )
+    commit_all(repo, MESSAGE)
+    done = harness(
+        proj, "cases", "new", "add-fix", "--from-git", str(repo), "--commit", "HEAD",
+        "--repeats", "1", timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = " ".join(done.stdout.split())
+    assert "fail_to_pass 2: tests.test_add::test_add, tests.test_add::test_add_negative" in out
+    assert "fail with the fix too, deselected: tests.test_add::test_markers_declared" in out
+    assert "the verifier keeps these from the starting state" in out and "pyproject.toml" in out
 
 
 def test_an_environment_that_cannot_be_built_is_refused(
