@@ -871,14 +871,16 @@ def pytest_runtest_call(item):
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
         _check_tests([item])
         watch = _watch_own_code(item)
-    outcome = yield
+    yield
     if watch is not None:
         seen, before = watch
         sys.setprofile(before)
         threading.setprofile(before)
-        if not seen and outcome.excinfo is None:
-            _x("test %s passed without running its own code (a decorator ran something else)"
-               % item.nodeid)
+        if not seen:  # judged when its report says passed (unittest reports skips later)
+            _UNSEEN.add(item.nodeid)
+
+
+_UNSEEN = set()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -893,6 +895,9 @@ def pytest_runtest_makereport(item, call):
 def pytest_runtest_logreport(report):
     if not _CONFIG or not getattr(_CONFIG[0], "_harness_canary", False):
         return
+    if report.when == "call" and report.passed and report.nodeid in _UNSEEN:
+        _x("test %s passed without running its own code (a decorator ran something else)"
+           % report.nodeid)
     test_id = _junit_id(_CONFIG[0], report.nodeid)
     _emit({"k": "t", "id": test_id, "when": report.when, "o": report.outcome})
     if report.when == "teardown" and _monotonic() - _LAST[0] > 1.0:
