@@ -7,10 +7,16 @@ setting subclass it with just that setting.
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Frozen"]
+__all__ = ["Frozen", "FrozenInput"]
 
 
 class Frozen(BaseModel):
     """Base of the frozen models: immutable, unknown fields refused, field docstrings kept."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class FrozenInput(Frozen):
+    """Base of the models read from a user's files: also refuses NaN and infinities."""
+
+    model_config = ConfigDict(allow_inf_nan=False)

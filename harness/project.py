@@ -20,7 +20,7 @@ from harness._yaml import load_model
 from harness.digest import digest_bytes, digest_file, tree_digest
 from harness.env.model import Environment
 from harness.errors import ConfigError
-from harness.frozen import Frozen
+from harness.frozen import FrozenInput
 from harness.names import Name
 from harness.sandbox.base import SYSTEM_PATH
 from harness.system import SystemDefinition
@@ -53,10 +53,6 @@ MAX_JOBS: Final = 256
 _MAX_SECONDS: Final = 7 * 24 * 3600
 
 
-class _Frozen(Frozen):
-    model_config = ConfigDict(allow_inf_nan=False)
-
-
 def _inside_project(value: str) -> str:
     """Accept a path relative to the project naming something inside it (not the root)."""
     if not value or value.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", value):
@@ -73,7 +69,7 @@ ProjectPath = Annotated[str, AfterValidator(_inside_project)]
 _Probability = Annotated[float, Field(ge=0, le=1)]
 
 
-class SimulatedSettings(_Frozen):
+class SimulatedSettings(FrozenInput):
     """Settings of the labelled ``simulated`` demo agent (no LLM: applies or botches)."""
 
     skill: dict[str, _Probability] = Field(default_factory=dict)
@@ -94,7 +90,7 @@ class SimulatedSettings(_Frozen):
         return self.abstain.get(case_id, self.abstain.get("default", 0.0))
 
 
-class AgentSpec(_Frozen):
+class AgentSpec(FrozenInput):
     """How the agent is invoked in the agent-phase sandbox."""
 
     adapter: Literal["command", "simulated", "replay"] = "command"
@@ -149,7 +145,7 @@ class AgentSpec(_Frozen):
         return self
 
 
-class RetryPolicy(_Frozen):
+class RetryPolicy(FrozenInput):
     """Correction attempts: allowed only when a verifier run produced new evidence."""
 
     max_attempts: int = Field(default=1, ge=1, le=10)
@@ -161,7 +157,7 @@ class RetryPolicy(_Frozen):
     """How many times an infra_error is retried as infrastructure (never as feedback)."""
 
 
-class Components(_Frozen):
+class Components(FrozenInput):
     """What defines the system under test; all of it goes into the system digest."""
 
     model: str = ""
@@ -174,7 +170,7 @@ class Components(_Frozen):
     extra: dict[str, str] = Field(default_factory=dict)
 
 
-class Price(_Frozen):
+class Price(FrozenInput):
     """What the upstream charges, in currency units per million tokens."""
 
     input_per_mtok: float = Field(ge=0)
@@ -183,7 +179,7 @@ class Price(_Frozen):
     """Price of one million completion (output) tokens."""
 
 
-class Upstream(_Frozen):
+class Upstream(FrozenInput):
     """The model provider the harness's gateway forwards the agent's calls to.
 
     The agent never sees this: it talks to the gateway with a per-trial token, and the
@@ -212,7 +208,7 @@ class Upstream(_Frozen):
     """Rate limit of calls to this upstream, shared by every trial of the run."""
 
 
-class Release(_Frozen):
+class Release(FrozenInput):
     """One release of the agent system."""
 
     agent: AgentSpec
@@ -222,7 +218,7 @@ class Release(_Frozen):
     """The model provider reached through the gateway (``None``: the agent calls no model)."""
 
 
-class ProjectFile(_Frozen):
+class ProjectFile(FrozenInput):
     """The ``harness.yaml`` file."""
 
     schema_version: Literal[1] = 1

@@ -15,7 +15,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.env.model import Environment
-from harness.frozen import Frozen
+from harness.frozen import Frozen, FrozenInput
 
 __all__ = [
     "ArchiveRepo",
@@ -54,10 +54,6 @@ MAX_OUTPUT_BYTES: Final = 1 << 28
 _ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
-class _Frozen(Frozen):
-    model_config = ConfigDict(allow_inf_nan=False)
-
-
 def _argv(value: tuple[str, ...]) -> tuple[str, ...]:
     """Refuse a command whose program name is empty."""
     if value and not value[0].strip():
@@ -81,7 +77,7 @@ def _relative_path(value: str) -> str:
 RelPath = Annotated[str, Field(min_length=1), AfterValidator(_relative_path)]
 
 
-class FolderRepo(_Frozen):
+class FolderRepo(FrozenInput):
     """Starting state kept as a folder inside the case."""
 
     kind: Literal["folder"] = "folder"
@@ -89,7 +85,7 @@ class FolderRepo(_Frozen):
     """Folder, relative to the case folder, copied as the agent's workspace."""
 
 
-class GitRepo(_Frozen):
+class GitRepo(FrozenInput):
     """Starting state as a git repository (local path or URL) checked out at a commit."""
 
     kind: Literal["git"] = "git"
@@ -99,7 +95,7 @@ class GitRepo(_Frozen):
     """Full 40-hex commit id (a branch name would let the starting state move)."""
 
 
-class ArchiveRepo(_Frozen):
+class ArchiveRepo(FrozenInput):
     """Starting state as a tar or zip archive inside the case, pinned by sha256."""
 
     kind: Literal["archive"] = "archive"
@@ -112,7 +108,7 @@ class ArchiveRepo(_Frozen):
 RepoSource = Annotated[FolderRepo | GitRepo | ArchiveRepo, Field(discriminator="kind")]
 
 
-class Limits(_Frozen):
+class Limits(FrozenInput):
     """Budgets handed to the agent (``HARNESS_LIMITS``); exceeding one fails the trial."""
 
     turns: int | None = Field(default=None, ge=1, le=100_000)
@@ -123,7 +119,7 @@ class Limits(_Frozen):
     """Wall-clock budget of the agent phase (also its sandbox timeout when smaller)."""
 
 
-class PhaseContract(_Frozen):
+class PhaseContract(FrozenInput):
     """Sandbox contract for one phase. Every bound is enforced or the trial is infra_error."""
 
     image: str | None = None
@@ -164,7 +160,7 @@ class PhaseContract(_Frozen):
         return v
 
 
-class SandboxContract(_Frozen):
+class SandboxContract(FrozenInput):
     """Separate contracts for the agent phase and the verifier phase."""
 
     agent: PhaseContract = PhaseContract()
@@ -176,7 +172,7 @@ class SandboxContract(_Frozen):
     """Most bytes (MiB, regular files) a candidate tree may hold; over it: ``disk``."""
 
 
-class ArtifactRule(_Frozen):
+class ArtifactRule(FrozenInput):
     """A file the verifier must leave behind, and what must hold of it."""
 
     path: RelPath
@@ -191,7 +187,7 @@ class ArtifactRule(_Frozen):
     """For ``junit``: tests that passed before the change and must still pass."""
 
 
-class HiddenFile(_Frozen):
+class HiddenFile(FrozenInput):
     """A file copied into the verifier sandbox only; the agent never sees it."""
 
     src: RelPath
@@ -223,7 +219,7 @@ DEFAULT_PROTECTED: Final = (
 runner (config files count only through their runner sections, see docs/verifier-tree.md)."""
 
 
-class Protection(_Frozen):
+class Protection(FrozenInput):
     """What the candidate may not change: the verifier restores it from the starting state."""
 
     defaults: bool = True
@@ -235,7 +231,7 @@ class Protection(_Frozen):
     """Patterns the candidate may change after all (the task is to change those tests)."""
 
 
-class Verifier(_Frozen):
+class Verifier(FrozenInput):
     """How execution decides: a command, its expected exit status, required artifacts."""
 
     command: Argv
@@ -259,21 +255,21 @@ class Verifier(_Frozen):
         return v
 
 
-class Reference(_Frozen):
+class Reference(FrozenInput):
     """A reference solution, never shown to the agent; proves the verifier can go green."""
 
     patch: RelPath
     """Unified diff (``git apply`` format), relative to the case folder."""
 
 
-class Retired(_Frozen):
+class Retired(FrozenInput):
     """A retired case is kept for history but no longer run."""
 
     date: dt.date
     reason: str = Field(min_length=1)
 
 
-class FeedbackChannel(_Frozen):
+class FeedbackChannel(FrozenInput):
     """Signals a correction attempt may see (what the deployed agent could also observe)."""
 
     public_command: Argv | None = None
@@ -282,7 +278,7 @@ class FeedbackChannel(_Frozen):
     """Whether hidden-test names and messages may reach the agent (default: never)."""
 
 
-class Case(_Frozen):
+class Case(FrozenInput):
     """One versioned golden-set case."""
 
     schema_version: Literal[1] = CASE_SCHEMA_VERSION

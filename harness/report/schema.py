@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
+from harness.frozen import Frozen
 from harness.gate.decide import Decision
 from harness.report.data import ReportCore, ReportData
 from harness.report.history import RunsDocument, RunSummary
@@ -33,17 +34,13 @@ __all__ = [
 ]
 
 
-class _Doc(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
-
-
 class ReportDocument(ReportCore):
     """``report.json``: the decision, the arms, the per-case table, the judgment lane."""
 
     schema_version: Literal[2] = 2
 
 
-class GateDocument(_Doc):
+class GateDocument(Frozen):
     """``harness gate --json``: the decision recomputed from the stored records."""
 
     run_id: str
@@ -55,7 +52,7 @@ class GateDocument(_Doc):
     decision: Decision
 
 
-class ShowDocument(_Doc):
+class ShowDocument(Frozen):
     """``harness show --json``: the release record, every run record, every gate result."""
 
     schema_version: Literal[1] = 1
