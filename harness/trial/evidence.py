@@ -169,8 +169,10 @@ def _install():
     # The stream's secret: taken out of the environment (children do not inherit it) and
     # out of this process's initial environment block; from here on only the audit hook
     # below holds it, and no Python object reaches an audit hook.
-    secret = _os.environ.pop("HARNESS_STREAM", "")
-    if secret:
+    # (A wrapper that starts pytest as a child keeps it for that child: read, not taken.)
+    running = _pytest_run()
+    secret = (_os.environ.pop if running else _os.environ.get)("HARNESS_STREAM", "")
+    if secret and running:
         scrub("HARNESS_STREAM=" + secret)
     prefix = ("\n@@harness:" + secret + "@@ ").encode()
     plugin = _os.path.join(here, "harness_canary.py")
@@ -201,7 +203,6 @@ def _install():
     write = _os.write
     pid = _os.getpid
     state = [False, 0]
-    running = _pytest_run()
 
     def out(rec):
         try:
@@ -217,7 +218,7 @@ def _install():
                      "the test run started (refused)" % (args[0],)})
             return
         if event == "harness.guard.register":
-            ok = (not emitter and running and f.f_code.co_filename == plugin
+            ok = (not emitter and f.f_code.co_filename == plugin
                   and f.f_code.co_name == "<module>" and args
                   and getattr(args[0], "co_filename", None) == plugin)
             if ok:
