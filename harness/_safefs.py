@@ -442,7 +442,8 @@ def safe_extract(
 
     Regular files, folders, symlinks and hard links only. Refused with
     :class:`UnsafeArchive`: an absolute name or one with ``..``, a device, FIFO or other
-    special member, a hard link to anything but an earlier regular member, a member whose
+    special member, a hard link to anything but an earlier regular or symlink member (a
+    hard link to a symlink links the link, never what it points to), a member whose
     parent is not a real folder (nothing is written through a link), a folder deeper than
     ``max_depth``. A symlink whose target leaves ``dest`` is refused, or with
     ``outside_links="keep"`` created as an inert link (no later member is written through
@@ -476,6 +477,7 @@ def safe_extract(
             if _link_leaves(rel, m.linkname) and outside_links == "refuse":
                 raise UnsafeArchive(f"symlink {m.name!r} -> {m.linkname!r} leaves the tree")
             os.symlink(m.linkname, target)
+            extracted[rel] = target  # a later hard link to it links the link itself
         elif m.islnk():
             src = extracted.get(_norm_name(m.linkname) or "\0")
             if src is None:

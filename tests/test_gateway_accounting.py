@@ -200,6 +200,34 @@ def test_refused_calls_are_bounded_in_bytes(gateway: Gateway) -> None:
     assert usage.budget and "refused calls" in usage.budget and s.settled.is_set()
 
 
+def test_request_bodies_sent_upstream_are_bounded_per_phase(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls the upstream answers (an error costs a turn, no token) cannot make the harness
+    keep bodies without bound: past CALL_BYTES the call is not sent, the trial is settled."""
+    import harness.gateway._gateway as gw
+
+    monkeypatch.setattr(gw, "CALL_BYTES", 3 << 20)
+    pad = "C" * (1 << 20)
+    with ScriptedUpstream(Script(["ls"] * 10)) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            replies = [
+                _request(
+                    s.socket_path,
+                    s.token,
+                    {"model": MODEL, "messages": [{"role": "user", "content": pad + str(i)}]},
+                )
+                for i in range(5)
+            ]
+            kept = sum(len(b) for b in s.blobs.values())
+        usage = s.usage()
+    codes = [doc.get("error", {}).get("code") for _, doc in replies]
+    assert [st for st, _ in replies[:2]] == [200, 200] and codes[2] == "request_bytes", codes
+    assert {st for st, _ in replies[2:]} == {403}
+    assert len(up.requests) == 2 and kept <= (3 << 20) + gw.REFUSED_BYTES
+    assert usage.budget and "bytes of request bodies" in usage.budget and s.settled.is_set()
+
+
 def _image_call(i: int) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"type": "text", "text": f"look {i}"}]
     parts += [

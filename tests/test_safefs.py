@@ -124,6 +124,23 @@ def test_modes_keep_permission_bits_only_and_hard_links_inside_work(tmp_path: Pa
     assert (tmp_path / "out" / "g").read_bytes() == b"data"
 
 
+@pytest.mark.parametrize("target", ["f", "/etc/passwd"], ids=["inside", "outside"])
+def test_a_hard_link_to_a_symlink_links_the_link_never_its_target(
+    tmp_path: Path, target: str
+) -> None:
+    """What an agent leaves with ``os.link`` on a symlink: extracted as it is, inert."""
+    members = [
+        (_member("f"), b"data"),
+        (_member("s", tarfile.SYMTYPE, target), None),
+        (_member("h", tarfile.LNKTYPE, "s"), None),
+    ]
+    with _tar(*members) as tar:
+        safe_extract(tar, tmp_path / "out", outside_links="keep")
+    h, s = tmp_path / "out" / "h", tmp_path / "out" / "s"
+    assert h.is_symlink() and os.readlink(h) == target
+    assert os.lstat(h).st_ino == os.lstat(s).st_ino
+
+
 def test_archive_repos_extract_on_3_11_2_style_tarfile(tmp_path: Path) -> None:
     from harness.cases.load import load_case
     from harness.trial.workspace import materialize

@@ -73,6 +73,11 @@ REFUSED_CALLS = 64
 without this bound an agent could make the harness keep any number of bodies)."""
 REFUSED_BYTES = 32 << 20
 """Most bytes of refused request bodies kept per agent phase (as :data:`REFUSED_CALLS`)."""
+CALL_BYTES = 128 << 20
+"""Most bytes of request bodies one agent phase may send upstream (each is kept for the
+record): the call past it is not forwarded or kept and settles the trial as the agent's
+``budget_exceeded``. Calls the upstream answers with an error cost a turn but no token, so
+without it the turn limit alone bounded what the harness holds (turns × the body limit)."""
 
 
 def active_gateway() -> Gateway | None:
@@ -152,6 +157,8 @@ class _Meter:
     """The budget spent is ``limits.tokens``: the reason names the final charged total."""
     refused: int = 0
     refused_bytes: int = 0
+    call_bytes: int = 0
+    """Bytes of the request bodies forwarded (and kept) in this phase."""
     calls: list[ModelCall] = field(default_factory=list)
 
 
@@ -240,6 +247,13 @@ class Session:
                 if g is not None:
                     break
                 self._settled_cv.wait()  # a call in flight settles and returns its reservation
+            if m.call_bytes + len(call.body) > CALL_BYTES:
+                why = self._over(
+                    f"{m.call_bytes + len(call.body)} bytes of requests: the limit is "
+                    f"{CALL_BYTES} bytes of request bodies per phase"
+                )
+                return refusal(_BUDGET, f"budget exceeded: {why}", "request_bytes")
+            m.call_bytes += len(call.body)
             m.turns += 1
             m.reserved += g.tokens
             m.in_flight += 1

@@ -838,6 +838,35 @@ class _Canary(pytest.Item):
 
 
 _CONFIG = []
+# Each collected item as the runner made it: its class, its test object, its own names.
+_ITEMS = {}
+
+
+def _test_fn(item):
+    obj = getattr(item, "obj", None)  # unittest's is bound to a new instance at setup
+    return getattr(obj, "__func__", obj)
+
+
+def _snap_items(items):
+    for item in items:
+        _ITEMS[id(item)] = (item, type(item), _test_fn(item))
+
+
+def _check_item(item):
+    """The item the runner runs is the one it collected, with the runner's own methods."""
+    entry = _ITEMS.get(id(item))
+    if entry is None or entry[0] is not item:
+        _x("test %s was not among the items collected" % item.nodeid)
+        return
+    _, kind, obj = entry
+    if type(item) is not kind:
+        _x("test %s: its class was replaced (%s)" % (item.nodeid, _where(type(item))))
+    now = _test_fn(item)
+    if now is not obj:
+        _x("test %s: its test function was replaced by %s" % (item.nodeid, _where(now)))
+    for key, value in list(vars(item).items()):
+        if callable(value) and callable(getattr(kind, key, None)) and not key.startswith("__"):
+            _x("test %s: %s set on the item by %s" % (item.nodeid, key, _where(value)))
 
 
 def pytest_configure(config):
@@ -863,6 +892,7 @@ def pytest_collection_finish(session):
         _check_hooks(session.config)
         _check_tests(session.items)
         _snap_globals(session.items)
+        _snap_items(session.items)
         _emit({"k": "n", "n": len(session.items)})
 
 
@@ -870,6 +900,7 @@ def pytest_collection_finish(session):
 def pytest_runtest_call(item):
     watch = None
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
+        _check_item(item)
         _check_tests([item])
         watch = _watch_own_code(item)
     yield
@@ -890,6 +921,7 @@ def pytest_runtest_makereport(item, call):
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
         _check_state(_HOT_STATE)
         _check_globals(item)
+        _check_item(item)
 
 
 @pytest.hookimpl(tryfirst=True)

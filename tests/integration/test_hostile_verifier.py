@@ -648,6 +648,22 @@ def _forge():
 _forge()
 """
 
+# Candidate code reaches the session through the guard's plugin and, while an earlier test
+# runs, gives the hidden test another test's function, or a no-op ``runtest``.
+ITEM_SWAP = """\
+_real_mul = mul
+def mul(a, b):
+    import sys
+    cfg = sys.modules["harness_canary"]._CONFIG[0]
+    items = {i.name: i for i in cfg.pluginmanager.get_plugin("session").items}
+    if "test_add" in items and "test_mul" in items:
+        items["test_add"].obj = items["test_mul"].obj
+    return _real_mul(a, b)
+"""
+ITEM_RUNTEST = ITEM_SWAP.replace(
+    'items["test_add"].obj = items["test_mul"].obj', 'items["test_add"].runtest = lambda: None'
+)
+
 TEST_GLOBALS = """\
 import sys as _s
 def _good(a, b):
@@ -737,6 +753,8 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         _append(UNITTEST_NOOP),
         _append(TEST_GLOBALS),
         _append(FORGE_STREAM),
+        _append(ITEM_SWAP),
+        _append(ITEM_RUNTEST),
     ],
     ids=[
         "hook",
@@ -748,6 +766,8 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         "unittest_noop",
         "test_globals",
         "forge_stream",
+        "item_swap",
+        "item_runtest",
     ],
 )
 def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
