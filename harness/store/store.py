@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import IO, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
 
 from harness._safefs import storable
 from harness.digest import canonical_json, digest_bytes, digest_json
@@ -207,7 +206,7 @@ def _record_json(record: BaseModel) -> bytes:
     """
     try:
         return record.model_dump_json(indent=2).encode()
-    except PydanticSerializationError:
+    except ValueError:  # pydantic's serialization error (or encoding's) is a ValueError
         fixed = storable(record.model_dump(mode="python"))
         return type(record).model_validate(fixed).model_dump_json(indent=2).encode()
 
