@@ -16,11 +16,17 @@ per case (a new project must prove its verifiers before trusting them).
   that has built the environment once (the environment cache is kept);
 * **warm**: the same command again with ``--fresh`` (store and preflight cache kept).
 
+``--workers`` measures scale-out instead: the warm run with one job against two, on threads
+(``--jobs``) and on a local Dask cluster (``--executor dask``, one worker process a job),
+pair by pair; the ratio is one job's time over two jobs' (target >= 1.8). Use ``--k 4`` or
+another k that makes the trial count even, or two workers cannot split it evenly.
+
 Each figure is measured ``--pairs`` times, harness and bare alternating, and the ratio is
 taken pair by pair; the median is printed with the range.
 
     python bench/real_repos.py --k 3 --pairs 3
     python bench/real_repos.py --sdists DIR   # sdists already downloaded (no index needed)
+    python bench/real_repos.py --workers --k 4 --pairs 3
 """
 
 from __future__ import annotations
@@ -257,6 +263,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--sdists", type=Path, default=None, help="folder of the pinned sdists")
     ap.add_argument("--report", action="store_true", help="also write the report folder")
+    ap.add_argument("--workers", action="store_true", help="one job against two (threads, Dask)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="harness-bench-real-") as tmp:
         work = Path(tmp)
@@ -267,6 +274,9 @@ def main() -> None:
         build_project(template, sdists)
         _cli(template, "env", "build")  # the machine has built the environment once
         venv = bare_env(cache)
+        if args.workers:
+            workers(work, template, args.k, args.pairs)
+            return
         run = ["run", "--release", "scripted", "--k", str(args.k), "--jobs", "1"]
         run += [] if args.report else ["--no-report"]
         rows: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": []}
@@ -289,6 +299,31 @@ def main() -> None:
             f"  bare {statistics.median(b for _, b in pairs):6.1f} s"
             f"  ratio median {statistics.median(ratios):.2f}"
             f" (min {min(ratios):.2f}, max {max(ratios):.2f})  target <= 1.15"
+        )
+
+
+def workers(work: Path, template: Path, k: int, pairs: int) -> None:
+    """Time the warm run with one job against two, on threads and on a Dask cluster."""
+    project = work / "workers"
+    shutil.copytree(template, project, symlinks=True)
+    run = ["run", "--release", "scripted", "--k", str(k), "--no-report", "--fresh"]
+    _cli(project, *run, "--jobs", "1")  # store and preflight cache made once
+    executors = {"threads": [], "dask": ["--executor", "dask"]}
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in executors}
+    for _ in range(pairs):
+        for name, extra in executors.items():
+            one = _cli(project, *run, *extra, "--jobs", "1")
+            two = _cli(project, *run, *extra, "--jobs", "2")
+            rows[name].append((one, two))
+    n = len(PROJECTS) * k
+    print(f"{len(PROJECTS)} real projects x k={k} = {n} trials, warm, {pairs} pairs")
+    for name, times in rows.items():
+        ratios = [one / two for one, two in times]
+        print(
+            f"{name:7s} 1 job {statistics.median(o for o, _ in times):6.1f} s"
+            f"  2 jobs {statistics.median(t for _, t in times):6.1f} s"
+            f"  speed-up median {statistics.median(ratios):.2f}"
+            f" (min {min(ratios):.2f}, max {max(ratios):.2f})  target >= 1.8"
         )
 
 
