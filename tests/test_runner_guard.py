@@ -225,3 +225,54 @@ def test_hooks_are_trusted_only_from_locked_files_with_their_own_code(tmp_path):
     done, _, _, problems = _run(tmp_path / "c", BORROWED_NAME)
     assert done.returncode == 0, done.stdout  # the borrowed hook fooled pytest itself
     assert any("json/__init__.py" in p for p in problems), problems
+
+
+# Candidate code that drives the guard plugin's and pytest's own hooks with reports it made
+# up (an outside red team's win): a collection record, every test passed, the canary failed
+# as it should, the session finished, then out before pytest runs a single test.
+DRIVE_HOOKS = """
+def _drive():
+    import os, sys
+    g = sys.modules.get("harness_" + "canary")
+    if g is None:
+        return
+    cfg = g._CONFIG[0]
+    pm = cfg.pluginmanager
+    sess = pm.get_plugin("session")
+    from _pytest.reports import TestReport
+    ids = [("tests/test_lib.py::test_x", "test_x"), ("tests/test_lib.py::test_y", "test_y")]
+
+    class S:
+        pass
+    fake = S()
+    fake.config, fake.items = cfg, [object() for _ in range(len(ids) + 1)]
+    g.pytest_collection_finish(fake)
+    log = pm.hook.pytest_runtest_logreport
+    for nodeid, name in ids + [("::" + g._NAME, g._NAME)]:
+        for when in ("setup", "call", "teardown"):
+            bad = name == g._NAME and when == "call"
+            log(report=TestReport(nodeid, ("tests/test_lib.py", 0, name), {},
+                                  "failed" if bad else "passed", "x" if bad else None,
+                                  when, [], 0.001))
+    sess.testsfailed, sess.testscollected = 1, len(ids) + 1
+    pm.hook.pytest_sessionfinish(session=sess, exitstatus=1)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+_drive()
+"""
+
+
+@pytest.mark.parametrize("how", ["module", "thread"])
+def test_reports_made_up_by_candidate_code_driving_the_hooks_are_refused(tmp_path, how):
+    body = DRIVE_HOOKS
+    if how == "thread":  # no candidate frame beneath the records: outside pytest's session
+        body = body.replace(
+            "\n_drive()\n",
+            "\nimport threading\nt = threading.Thread(target=_drive)\nt.start()\nt.join()\n",
+        )
+    done, junit, _, problems = _run(tmp_path, "X = 1\n" + body)
+    assert done.returncode == 0  # the forger exited 0 with a JUnit file of passes
+    assert junit is not None and b'name="test_x"' in junit and b'failures="1"' in junit
+    assert any("beneath it" in p or "outside pytest's session" in p for p in problems), problems

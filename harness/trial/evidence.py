@@ -210,6 +210,73 @@ def _install():
         except OSError:
             pass
 
+    # What a record may have beneath it. Taken when the plugin registers, before any code
+    # the candidate wrote can run: pytest's session and per-test protocol (by code object,
+    # which no rebinding changes), and the folders only the image and the guard write.
+    pyt = []
+    homes = []
+    seen = {}
+    reports = set()
+
+    def trusted(name):
+        if name.startswith("<frozen"):
+            return True
+        if not name.startswith("/"):
+            return False
+        n = norm(name)
+        if n in locked or n == plugin:
+            return True
+        if n == ws or n.startswith(ws.rstrip("/") + "/"):
+            return False
+        for r in homes:
+            if n.startswith(r):
+                return True
+        return False
+
+    def vet(rec, f):
+        # A record counts only if pytest's own session made it: every frame beneath it is
+        # the runner's, a test report comes from the protocol of that very test, and each
+        # record is made once. Candidate code that calls the plugin or pytest's hooks
+        # itself (from its modules, a thread, an exit handler) is refused and noted.
+        kind = rec.get("k")
+        if kind == "x":
+            return None
+        if len(pyt) < 3:
+            return "the guard could not find pytest's session code"
+        session = proto = None
+        g = f
+        while g is not None:
+            code = g.f_code
+            if not trusted(code.co_filename):
+                return "a %s record was made with %s:%d beneath it, not the runner's code" % (
+                    kind, code.co_filename, g.f_lineno)
+            if code is pyt[0]:
+                session = g
+            elif code is pyt[1] and proto is None:
+                proto = g
+            g = g.f_back
+        if kind != "start" and session is None:
+            return "a %s record was made outside pytest's session" % (kind,)
+        if kind == "t":
+            if not seen.get("n") or seen.get("end"):
+                return "a test report was made outside the test loop"
+            item = proto.f_locals.get("item") if proto is not None else None
+            try:
+                node = pyt[2](item) if item is not None else None
+            except Exception:
+                node = None
+            if type(node) is not str or node != rec.get("node"):
+                return "a report of %s was made outside that test's own protocol" % (
+                    rec.get("node"),)
+            key = (node, rec.get("when"))
+            if key in reports:
+                return "a second %s report of %s" % (key[1], node)
+            reports.add(key)
+        elif seen.get(kind):
+            return "a second %s record" % (kind,)
+        seen[kind] = True
+        return None
+
     def guard_event(event, args):
         f = getframe(2)  # the code that raised the event
         if event == "harness.guard.early":
@@ -223,13 +290,35 @@ def _install():
                   and getattr(args[0], "co_filename", None) == plugin)
             if ok:
                 emitter.append(args[0])
+                mods = _sys.modules
+                try:
+                    pyt.extend((mods["_pytest.main"].wrap_session.__code__,
+                                mods["_pytest.runner"].runtestprotocol.__code__,
+                                mods["_pytest.nodes"].Node.nodeid.fget))
+                except (KeyError, AttributeError):
+                    pass
+                found = [here, _sys.prefix, _sys.base_prefix, _sys.exec_prefix,
+                         _sys.base_exec_prefix, _os.path.dirname(_os.__file__)]
+                for name in ("_pytest", "pluggy"):
+                    where = getattr(mods.get(name), "__file__", None)
+                    if where:
+                        found.append(_os.path.dirname(_os.path.dirname(where)))
+                for h in found:
+                    h = norm(h)
+                    if h not in ("/", "") and h + "/" not in homes:
+                        homes.append(h + "/")
                 return
         elif emitter and f.f_code is emitter[0] and args and type(args[0]) is dict:
-            caller = getframe(3).f_code.co_filename
-            if caller == plugin:
-                out(args[0])
+            g = getframe(3)
+            if g.f_code.co_filename == plugin:
+                why = vet(args[0], g)
+                if why is None:
+                    out(args[0])
+                    return
+                state[1] += 1
+                out({"k": "x", "pid": pid(), "what": why})
                 return
-            f = getframe(3)
+            f = g
         state[1] += 1
         out({"k": "x", "pid": pid(), "what": "guard record (%s) from code not the guard's"
              % event, "where": "%s:%d" % (f.f_code.co_filename, f.f_lineno)})
@@ -932,7 +1021,8 @@ def pytest_runtest_logreport(report):
         _x("test %s passed without running its own code (a decorator ran something else)"
            % report.nodeid)
     test_id = _junit_id(_CONFIG[0], report.nodeid)
-    _emit({"k": "t", "id": test_id, "when": report.when, "o": report.outcome})
+    _emit({"k": "t", "id": test_id, "when": report.when, "o": report.outcome,
+           "node": report.nodeid})
     if report.when == "teardown" and _monotonic() - _LAST[0] > 1.0:
         # A few ms a check: after each test at most once a second, and always at the end.
         _LAST[0] = _monotonic()
