@@ -22,9 +22,9 @@ from harness.gate.stats import ArmData
 from harness.planning import check_system_unchanged
 from harness.pool import append_run, run_pool_view
 from harness.project import Project
+from harness.replay import baseline_replayed, replayed_baseline_flips
 from harness.store.baseline import load_baseline
 from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
-from harness.store.replay import baseline_replayed, replayed_baseline_flips
 from harness.store.store import RunHandle, Store
 
 __all__ = ["DEFAULT_POLICY", "RunDecision", "decide_run", "record_validity"]

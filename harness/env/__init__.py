@@ -2,13 +2,12 @@
 
 from harness.env.build import build_env, cache_root, find_interpreter
 from harness.env.lock import read_lock
-from harness.env.model import BuiltEnv, EnvIdentity, Environment, EnvSource
+from harness.env.model import BuiltEnv, EnvIdentity, EnvSource
 
 __all__ = [
     "BuiltEnv",
     "EnvIdentity",
     "EnvSource",
-    "Environment",
     "build_env",
     "cache_root",
     "find_interpreter",
