@@ -22,9 +22,9 @@ from harness.gate.stats import ArmData
 from harness.planning import check_system_unchanged
 from harness.pool import append_run, run_pool_view
 from harness.project import Project
+from harness.replay import baseline_replayed, replayed_baseline_flips
 from harness.store.baseline import load_baseline
 from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, ResultRecord, RunRecord
-from harness.store.replay import baseline_replayed, replayed_baseline_flips
 from harness.store.store import RunHandle, Store
 
 __all__ = ["DEFAULT_POLICY", "RunDecision", "decide_run", "record_validity"]
@@ -40,6 +40,10 @@ class RunDecision:
     notes: tuple[str, ...]
     judgment: dict[str, list[RunRecord]]
     """Judgment-lane cases: their trials, reported apart and never scored."""
+    policy: Policy
+    """The policy the decision applied: the one the run recorded (its file checked against the
+    recorded digest, so it equals :attr:`ReleaseRecord.policy` parsed), or the built-in
+    default when the run recorded none. Readers use it instead of the stored dict."""
 
     @property
     def verdict(self) -> str:
@@ -361,7 +365,7 @@ def decide_run(
     for r in trials:
         if r.key.case_id in judgment and r.key.arm is Arm.CANDIDATE:
             judged_trials.setdefault(r.key.case_id, []).append(r)
-    result = RunDecision(run_id, record, decision, tuple(notes), judged_trials)
+    result = RunDecision(run_id, record, decision, tuple(notes), judged_trials, policy)
     if write and handle is not None:
         now = dt.datetime.now(dt.UTC)
         handle.add_result(ResultRecord.model_validate({"computed_at": now, **result.to_json()}))

@@ -59,7 +59,7 @@ class PlannedRun:
     envs: PreparedEnvs = field(default_factory=PreparedEnvs)
     replayed_baseline: frozenset[tuple[str, int]] | None = None
     """Baseline replay (``--model-replay baseline:NAME``,
-    :func:`harness.store.replay.replay_scope`): the baseline arm runs only these recorded
+    :func:`harness.replay.replay_scope`): the baseline arm runs only these recorded
     (case, trial) pairs of the stored baseline."""
     pool_key: PoolKey | None = None
     """The baseline pool the run is compared with (policy ``baseline.pool``)."""
@@ -118,7 +118,7 @@ def plan_run(
         LockMismatchError: cases differ from the lock.
     """
     _check_k_and_downgrade(k, downgrade)
-    from harness.store.replay import replay_scope
+    from harness.replay import replay_scope
 
     replayed = replay_scope(model_replay, baseline)  # bad combinations fail first
     release = project.release(release_name)
@@ -203,7 +203,7 @@ def _plan_trials(
     replayed: frozenset[Arm],
 ) -> PlannedRun:
     """List the run's trials: cases x k x arms, less what the pool or baseline replay supply."""
-    from harness.store.replay import replayable_trials
+    from harness.replay import replayable_trials
 
     k = record.k
     scored = [lc.id for lc in cases if lc.case.lane == "exec"]
@@ -424,7 +424,7 @@ def _replayed(
     Raises:
         ConfigError: ``replay_run`` is missing or names no run with candidate trials.
     """
-    from harness.store.replay import recorded_candidates
+    from harness.replay import recorded_candidates
 
     out: dict[tuple[str, int], bytes] = {}
     for arm in arms:

@@ -5,7 +5,7 @@ of :mod:`harness.gate.pool_rates`: the spread of the conditional false-FAIL rate
 of the same size as the promoted trials alone, as the pool now, and as the pool after five
 more runs; this pool's own rates averaged over its posterior; and the FAIL level the gate
 uses against it. :func:`pool_check` returns it as data (``policy check --json``),
-:func:`pool_check_lines` as the lines ``policy check`` prints.
+:func:`pool_check_lines` turns that into the lines ``policy check`` prints.
 """
 
 from __future__ import annotations
@@ -136,25 +136,8 @@ def pool_check(
     )
 
 
-def pool_check_lines(
-    project: Project,
-    policy: Policy,
-    baseline: str,
-    k: int,
-    *,
-    pools: int = 40,
-    releases: int = 50,
-    reps: int = 500,
-    seed: int = 0,
-) -> list[str]:
-    """Return the lines ``harness policy check`` prints about the baseline pool.
-
-    Raises:
-        ConfigError: the policy has no ``baseline.pool``, or the baseline cannot be loaded.
-    """
-    check = pool_check(
-        project, policy, baseline, k, pools=pools, releases=releases, reps=reps, seed=seed
-    )
+def pool_check_lines(check: PoolCheck) -> list[str]:
+    """Return the lines ``harness policy check`` prints about :func:`pool_check`'s result."""
     return [line for report in check.pools for line in render_pool(report)]
 
 

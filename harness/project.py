@@ -17,8 +17,8 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness._yaml import load_model
+from harness.cases.environment import Environment
 from harness.digest import digest_bytes, digest_file, tree_digest
-from harness.env.model import Environment
 from harness.errors import ConfigError
 from harness.frozen import FrozenInput
 from harness.names import Name

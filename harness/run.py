@@ -84,7 +84,7 @@ def model_gateway(
     transcript kept by baseline ``NAME`` (under ``baselines_dir``).
 
     Only the baseline arm is replayed when the source is the run's own baseline
-    (:func:`harness.store.replay.replay_scope`); the candidate then calls its upstream live.
+    (:func:`harness.replay.replay_scope`); the candidate then calls its upstream live.
     Checked before the first trial: the key variable of every arm that calls its upstream
     live is set. Under ``--executor dask`` the gateway also serves its link to the
     workers, on the local address that routes to ``scheduler``.
@@ -101,7 +101,7 @@ def model_gateway(
     if not upstreams:
         yield None
         return
-    from harness.store.replay import baseline_calls, recorded_calls, replay_scope
+    from harness.replay import baseline_calls, recorded_calls, replay_scope
 
     source = plan.record.model_replay
     replayed = replay_scope(source, plan.record.baseline)

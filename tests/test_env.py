@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.cases.environment import Environment
 from harness.env.build import classify_uv_failure
 from harness.env.lock import read_lock
-from harness.env.model import Environment, EnvSource
+from harness.env.model import EnvSource
 from harness.env.plan import phase_view
 from harness.errors import ConfigError, InfraError
 from harness.preflight import red_problem

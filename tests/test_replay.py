@@ -1,4 +1,4 @@
-"""harness.store.replay: which arms model replay serves, and the gateway's per-arm switch."""
+"""harness.replay: which arms model replay serves, and the gateway's per-arm switch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from harness.cases.model import Limits
 from harness.errors import ConfigError
 from harness.gateway import Gateway, RecordedCall
 from harness.project import Price, Upstream
+from harness.replay import replay_scope
 from harness.store.records import Arm
-from harness.store.replay import replay_scope
 
 BOTH = {Arm.CANDIDATE, Arm.BASELINE}
 

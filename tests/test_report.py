@@ -208,17 +208,22 @@ def make_run(
     reexecute: bool = True,
     agent_argv: Sequence[str] = ("agent",),
     tweak: Callable[[Store, RunRecord], RunRecord] | None = None,
+    policy: str | None = POLICY_YAML,
 ) -> tuple[Project, Store, str]:
     """Write a project with a gated run: per case, one letter per trial (see CODES).
 
-    ``tweak`` rewrites each record of the run before it is stored (tampering, usage…).
+    ``tweak`` rewrites each record of the run before it is stored (tampering, usage…);
+    ``policy=None`` writes no policy file (the run records none: the built-in default).
     """
     root.mkdir(parents=True, exist_ok=True)
-    (root / "harness.yaml").write_text(PROJECT_YAML)
-    (root / "policy.yaml").write_text(POLICY_YAML)
+    if policy is None:
+        (root / "harness.yaml").write_text(PROJECT_YAML.replace("policy: policy.yaml\n", ""))
+    else:
+        (root / "harness.yaml").write_text(PROJECT_YAML)
+        (root / "policy.yaml").write_text(policy)
     project = load_project(root)
     store = Store(project.store_dir)
-    pol = load_policy(root / "policy.yaml")
+    pol = load_policy(root / "policy.yaml") if policy is not None else None
     judgment = dict(judgment or {})
     excerpts = dict(excerpts or {})
     k = max(len(v) for v in [*candidate.values(), *(baseline or {}).values()])
@@ -240,9 +245,9 @@ def make_run(
             backend="local",
             baseline=base,
             baseline_system_digest=_digest(base) if base else None,
-            policy_digest=pol.digest,
-            policy=pol.policy.model_dump(mode="json"),
-            policy_file_digest=pol.file_digest,
+            policy_digest=pol.digest if pol else None,
+            policy=pol.policy.model_dump(mode="json") if pol else None,
+            policy_file_digest=pol.file_digest if pol else None,
             created_at=NOW,
             harness_version="0.1.0",
         )
@@ -486,6 +491,24 @@ def test_report_without_baseline_says_no_comparison_was_made(tmp_path):
     assert "baseline trials" not in html
     suites = list(JUnitXml.fromfile(str(paths[1])))
     assert [s.name for s in suites] == ["candidate: cand"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "alpha"),
+    [(POLICY_YAML + "alpha: 0.1\ncritical_cases: [b]\n", "0.1"), (None, "0.05")],
+    ids=["recorded", "none-recorded"],
+)
+def test_the_report_states_the_alpha_and_critical_cases_of_the_policy_applied(
+    tmp_path, policy, alpha
+):
+    project, store, run_id = make_run(
+        tmp_path / "p", {"a": "PFFF", "b": "PPFP"}, {"a": "PPPP", "b": "PPPP"}, policy=policy
+    )
+    html = write_html_report(project, store, run_id).read_text()
+    assert f"family-wise α = {alpha} (weighted Holm" in html
+    data = build_report(project, store, run_id)
+    critical = {c.case_id for c in data.cases if c.critical}
+    assert critical == ({"b"} if policy else set())
 
 
 # ------------------------------------------------------------------------------ JUnit / MD / JSON

@@ -19,6 +19,7 @@ from harness.store.records import (
     AttemptRecord,
     Outcome,
     ReleaseRecord,
+    ResultRecord,
     RunRecord,
     StepClock,
     TrialKey,
@@ -338,3 +339,19 @@ def test_a_lone_surrogate_that_reached_a_record_is_stored_as_u_fffd(tmp_path):
         assert h.done() == {bad.key.slug()}
     (path,) = (tmp_path / "runs").rglob("trials/*.json") or tmp_path.rglob("trials/*.json")
     assert "odd \ufffd name odd\ufffd.txt" in path.read_text(encoding="utf-8")
+
+
+def test_a_stored_result_reads_its_reasons_in_order():
+    def result(decision: dict[str, object]) -> ResultRecord:
+        return ResultRecord(
+            computed_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+            run_id="r",
+            release="x",
+            system_digest="sha256:" + "0" * 64,
+            verdict="fail",
+            decision=decision,
+        )
+
+    reasons = [{"severity": "fail", "message": "b dropped"}, {"severity": "warn", "message": "m"}]
+    assert result({"reasons": reasons}).reason_lines() == ("[fail] b dropped", "[warn] m")
+    assert result({}).reason_lines() == ()

@@ -203,8 +203,8 @@ def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
 ) -> None:
     import datetime as dt
 
+    from harness.replay import recorded_calls
     from harness.store.records import ReleaseRecord
-    from harness.store.replay import recorded_calls
     from harness.store.store import Store
 
     case = make_case()

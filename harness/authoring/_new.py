@@ -36,6 +36,7 @@ from harness.authoring._envpropose import propose_requirements
 from harness.authoring._git import FixCommit, git, open_commit
 from harness.authoring._keepgit import keep_parent
 from harness.authoring._split import DEFAULT_TEST_GLOBS, Split, check_request, split_commit
+from harness.cases.environment import Environment
 from harness.cases.load import CASE_FILE, LoadedCase, load_case, load_cases
 from harness.cases.lock import lock_cases, read_lock, write_lock
 from harness.cases.model import (
@@ -50,7 +51,7 @@ from harness.cases.model import (
     Verifier,
 )
 from harness.env.build import build_env, compile_lock
-from harness.env.model import BuiltEnv, Environment, EnvSource
+from harness.env.model import BuiltEnv, EnvSource
 from harness.errors import ConfigError, InfraError
 from harness.preflight import validate_in_envs
 from harness.project import Project

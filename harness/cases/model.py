@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.env.model import Environment
+from harness.cases.environment import Environment
 from harness.frozen import Frozen, FrozenInput
 
 __all__ = [

@@ -100,10 +100,10 @@ def policy_check(
         for line in result.render():
             out.print(line, highlight=False, soft_wrap=True)
         if pooled is not None:
-            from harness.pool_check import render_pool
+            from harness.pool_check import pool_check_lines
 
             out.print("")
-            for line in (x for report in pooled.pools for x in render_pool(report)):
+            for line in pool_check_lines(pooled):
                 out.print(line, highlight=False, soft_wrap=True)
     source = "cached result" if cached else f"simulated in {result.seconds:.1f}s"
     err.print(f"{source} · {project.store_dir.name}/cache", highlight=False)

@@ -252,7 +252,7 @@ def _print_run_table(decision: Any) -> None:
 
 
 def _print_flips(store: Any, run_id: str, source: str) -> None:
-    from harness.store.replay import verdict_flips
+    from harness.replay import verdict_flips
 
     flips = verdict_flips(store, run_id, source)
     out.print(f"re-verified the candidates of {source}: {len(flips)} verdict flip(s)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -22,6 +22,9 @@ from harness.cli.common import (
     stored_run,
 )
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.store.records import ResultRecord
 
 
 @click.command(epilog=EXIT_CODES)
@@ -143,21 +146,20 @@ def show(
     out.print(shown + (f" (filtered by {', '.join(filters)})" if filters else ""), highlight=False)
 
 
-def _print_stored_decision(results: list[Any]) -> None:
+def _print_stored_decision(results: list[ResultRecord]) -> None:
     """Print the last stored gate decision: the verdict, then one line per reason."""
     if not results:
         out.print("[bold]not decided yet[/]: the run has not finished (no gate result stored)")
         return
-    dec = results[-1].decision
     color = {"pass": "green", "warn": "yellow", "fail": "red", "blocked": "magenta"}
     verdict = results[-1].verdict
     out.print(
         f"[bold {color[verdict]}]{verdict.upper()}[/]  (`harness gate` recomputes it)",
         highlight=False,
     )
-    for r in dec.get("reasons", []):
+    for line in results[-1].reason_lines():
         out.print(
-            f"  - [{r.get('severity')}] {r.get('message')}",
+            f"  - {line}",
             highlight=False,
             markup=False,
             soft_wrap=True,

@@ -45,7 +45,8 @@ def sandbox_prune(everything: bool, labels: dict[str, str]) -> None:
     Only leftovers whose owning harness process is gone are removed (each carries its
     owner's host, pid and boot id), so this is safe while other runs are in progress.
     """
+    from harness.env.build import cache_root
     from harness.sandbox.prune import prune_all
 
-    for line in prune_all(everything=everything, labels=labels):
+    for line in prune_all(cache=cache_root(), everything=everything, labels=labels):
         out.print(line, highlight=False, markup=False)

@@ -1,10 +1,8 @@
-"""Frozen models of a declared trial environment and of a built one.
+"""Frozen models of a located declaration and of a built trial environment.
 
-An *environment* is an input like the case itself: an interpreter version constraint, a
-lock file pinning every Python distribution with its hashes, and for container images the
-system packages the image must provide. Where it is declared decides what its relative
-paths are relative to: a case's ``environment`` to the case folder, ``harness.yaml``'s
-``environment`` (the task-set default) and a release's ``agent.environment`` to the project.
+The declaration itself, :class:`~harness.cases.environment.Environment`, lives with the
+configuration models that use it; :class:`EnvSource` pairs it with the folder its relative
+paths are resolved against.
 
 A *built* environment is named by its :attr:`BuiltEnv.digest`, computed from what was
 actually installed (interpreter implementation, version and ABI, platform, every
@@ -13,13 +11,12 @@ distribution with a digest of its installed files), never from what was requeste
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Final
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
+from harness.cases.environment import Environment
 from harness.frozen import Frozen as _Frozen
 
 __all__ = [
@@ -28,50 +25,12 @@ __all__ = [
     "BuiltEnv",
     "EnvIdentity",
     "EnvSource",
-    "Environment",
 ]
 
 ENV_MOUNT_ROOT: Final = "/opt/harness/env"
 """Inside a sandbox, a case environment lives at ``<ENV_MOUNT_ROOT>/<12 hex of its digest>``."""
 AGENT_ENV_PATH: Final = "/opt/harness/agent-env"
 """Inside the agent phase, the release's agent environment (call it by absolute path)."""
-
-
-def _relative(value: str) -> str:
-    if not value or value.startswith("/") or re.match(r"^[A-Za-z]:", value):
-        raise ValueError(f"expected a relative path, got {value!r}")
-    parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise ValueError(f"path {value!r} climbs out of its folder ('..' is not allowed)")
-    return "/".join(parts)
-
-
-def _specifier(value: str) -> str:
-    text = value.strip()
-    if re.fullmatch(r"\d+(\.\d+){0,2}", text):  # a bare version means that release series
-        text = f"=={text}.*" if text.count(".") < 2 else f"=={text}"
-    try:
-        SpecifierSet(text)
-    except InvalidSpecifier:
-        raise ValueError(
-            f"{value!r} is not a version constraint (PEP 440, e.g. '>=3.11,<3.13' or '3.11')"
-        ) from None
-    return text
-
-
-class Environment(_Frozen):
-    """A declared Python environment (``environment:`` in case.yaml or harness.yaml)."""
-
-    python: Annotated[str, AfterValidator(_specifier)] = ">=3.11"
-    """Interpreter version constraint (PEP 440); a bare ``3.11`` means ``==3.11.*``."""
-    lock: Annotated[str, Field(min_length=1), AfterValidator(_relative)]
-    """Requirements lock: every distribution pinned ``name==version`` with ``--hash`` lines
-    (``harness env lock`` writes it from ``requirements``)."""
-    requirements: Annotated[str, AfterValidator(_relative)] | None = None
-    """Loose input of ``harness env lock`` (requirements syntax); optional."""
-    system_packages: tuple[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]*$")], ...] = ()
-    """Debian packages the container image must provide (checked, never installed: the
-    containers here cannot reach a package mirror)."""
 
 
 class EnvSource(BaseModel):

@@ -27,6 +27,7 @@ from typing import Literal
 from harness.decision import RunDecision, decide_run
 from harness.frozen import Frozen as _Frozen
 from harness.gate.decide import Decision, Reason
+from harness.gate.policy import Policy
 from harness.gate.stats import ArmSummary, CaseSummary
 from harness.project import Project
 from harness.report.reference import is_reference_edit, patch_paths, reference_patches
@@ -280,6 +281,9 @@ class ReportData(ReportCore):
     evaluator_errors: tuple[EvidenceGroup, ...]
     excerpts: dict[str, str]
     """Excerpt id → text, each distinct text once."""
+    policy: Policy
+    """The promotion policy the decision applied (:attr:`RunDecision.policy`); not part of
+    ``report.json``, whose release record carries the policy as stored."""
     reference_patches: dict[str, str] = {}
     """Case id → the head of its reference solution's patch (case folder digest matching
     the run's), shown beside a failed trial's diff."""
@@ -583,7 +587,7 @@ def report_from_decision(
     )
     cand = views.arm("candidate", by_arm["candidate"], dec.candidate)
     base_re = views.arm("baseline", by_arm["baseline"], dec.baseline) if dec.baseline else {}
-    cases = _case_views(dec, case_ids, cand, base_re, _critical_cases(release, dec))
+    cases = _case_views(dec, case_ids, cand, base_re, _critical_cases(rd.policy, release, dec))
     return ReportData(
         run_id=rd.run_id,
         generated_at=dt.datetime.now(dt.UTC),
@@ -600,14 +604,14 @@ def report_from_decision(
         evaluator_errors=views.ordered("evaluator_error"),
         judgment=_judgment_cases(rd, paths),
         excerpts=views.excerpts.texts,
+        policy=rd.policy,
         reference_patches=_reference_heads(patches, views.groups["fail"]),
     )
 
 
-def _critical_cases(release: ReleaseRecord, dec: Decision) -> set[str]:
+def _critical_cases(policy: Policy, release: ReleaseRecord, dec: Decision) -> set[str]:
     """Cases critical in their case files, in the run's policy, or broken as critical."""
-    policy_critical = (release.policy or {}).get("critical_cases") or ()
-    return set(release.critical_cases) | {str(c) for c in policy_critical} | _policy_critical(dec)
+    return set(release.critical_cases) | set(policy.critical_cases) | _policy_critical(dec)
 
 
 def _scored_by_arm(

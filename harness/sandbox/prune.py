@@ -83,6 +83,7 @@ def prune_local(base_dir: Path | None = None) -> list[str]:
 
 def prune_all(
     *,
+    cache: Path,
     docker: bool = True,
     everything: bool = False,
     labels: Mapping[str, str] | None = None,
@@ -93,12 +94,12 @@ def prune_all(
     :func:`harness.sandbox.docker.owner_state`); ``everything`` also removes those of live
     runs and of owners this host cannot judge. ``labels`` restricts the engine sweep to
     objects carrying every pair. Local folders carry no labels and are always swept
-    orphans-only.
+    orphans-only. ``cache`` is the harness's cache folder (``harness.env.build.cache_root``,
+    passed in: the sandbox sits below the environments), where exported agent environments
+    wait for their last lease.
     """
-    from harness.env.build import cache_root
-
     lines = [f"removed local session {p}" for p in prune_local()]
-    exports = prune_leased(cache_root() / EXPORTS)
+    exports = prune_leased(cache / EXPORTS)
     lines += [f"removed exported environment {p}" for p in exports if p.suffix != ".json"]
     if docker:
         try:

@@ -475,3 +475,11 @@ class ResultRecord(_Frozen):
     judgment_cases: tuple[str, ...] = ()
     decision: dict[str, Any]
     """The gate's :class:`~harness.gate.decide.Decision` as JSON (its own schema)."""
+
+    def reason_lines(self) -> tuple[str, ...]:
+        """Return ``[severity] message`` for each reason of the stored decision, in order.
+
+        The one reader of :attr:`decision` by key, so that callers need not know its layout.
+        """
+        reasons = self.decision.get("reasons", [])
+        return tuple(f"[{r.get('severity')}] {r.get('message')}" for r in reasons)

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from support import harness, make_project
 
+from harness.cases.environment import Environment
 from harness.cases.load import load_case
 from harness.env.build import build_env, uv_binary
-from harness.env.model import BuiltEnv, Environment, EnvSource
+from harness.env.model import BuiltEnv, EnvSource
 from harness.project import AgentSpec, Release
 from harness.sandbox.local import LocalSandbox
 from harness.store.records import Arm, Outcome, TrialKey
