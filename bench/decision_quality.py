@@ -25,7 +25,8 @@ the false-FAIL rate conditional on a pool grown for ``--ages`` runs by ``--live`
 baseline trials per case, over ``--stored-samples`` pools × ``--releases`` unchanged
 releases; (i) marginal rates against a full fresh re-run, the same candidate draws; (iii)
 baseline trials executed per release. The gate on counts is
-:func:`harness.gate.pool_rates.pooled_verdict` (property-tested against ``decide``);
+:func:`harness.gate.pool_rates.pooled_verdict` (property-tested against ``decide``; the
+pool's most recent trials, which the magnitude rule reads, are drawn from its counts);
 ``--conditional-share G`` sets the policy's ``baseline.pool.conditional_share`` (the FAIL
 level against the pool lowered by :func:`harness.gate.conditional.pooled_alpha`), and the
 first line prints the digest of the policy in force.
@@ -64,7 +65,7 @@ from harness.gate.decide import decide
 from harness.gate.exact import allocate_alpha, broken_count_test, within_case_test
 from harness.gate.opchar import wilson
 from harness.gate.policy import Policy, PoolPolicy, load_policy, policy_digest
-from harness.gate.pool_rates import live_drifted, pooled_verdict
+from harness.gate.pool_rates import live_drifted, pooled_verdict, recent_window
 from harness.gate.rules import policy_rule
 from harness.gate.stats import ArmData
 from harness.store.records import Outcome
@@ -657,6 +658,14 @@ def _grow(
     return out
 
 
+def _tail(seed: int, pool: np.ndarray, pool_n: np.ndarray, size: int, *key: object) -> np.ndarray:
+    """Passes among the pool's ``size`` most recent trials per case. Trials are exchangeable
+    here, so they are drawn from the pool's counts, on a stream of their own (the other
+    draws stay those of the tables measured before the gate looked at recent trials)."""
+    rng = _rng(seed, "pool-tail", *key)
+    return np.asarray(rng.hypergeometric(pool, pool_n - pool, np.minimum(size, pool_n)))
+
+
 def _pool_conditional(
     args: tuple[str, int, int, int, int, int, int, int, Policy, tuple[int, ...]],
 ) -> list[tuple[int, ...]]:
@@ -669,11 +678,14 @@ def _pool_conditional(
         row: list[int] = []
         for age in ages:
             pool, pool_n = pools[age]
+            tail = _tail(seed, pool, pool_n, k - s, pop, n, k, s, m, age)
             rng = _rng(seed, "pool-releases", pop, n, k, s, m, age)
-            tally = Counter(
-                pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, rng.binomial(k, p), k)
-                for _ in range(releases)
-            )
+            tally: Counter[str] = Counter()
+            for _ in range(releases):
+                live = rng.binomial(s, p)
+                window = recent_window(tail, pool_n, live, s, k)
+                cand = rng.binomial(k, p)
+                tally[pooled_verdict(policy, pool, pool_n, live, s, cand, k, recent=window)] += 1
             row += [tally["fail"], tally["warn"], tally["blocked"]]
         rows.append(tuple(row))
     return rows
@@ -696,7 +708,10 @@ def _pool_marginal(
         v = fast_verdict(policy, stored, rexec, cand, k, ())[0]
         if v in idx:
             out[idx[v]] += 1
-        w = pooled_verdict(policy, pool, pool_n, rng.binomial(s, p), s, cand, k)
+        live = rng.binomial(s, p)
+        tail = _tail(seed, pool, pool_n, k - s, pop, n, k, s, scenario, rep)
+        window = recent_window(tail, pool_n, live, s, k)
+        w = pooled_verdict(policy, pool, pool_n, live, s, cand, k, recent=window)
         if w in idx:
             out[3 + idx[w]] += 1
     return out

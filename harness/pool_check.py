@@ -17,7 +17,7 @@ from harness.frozen import Frozen as _Frozen
 from harness.gate.conditional import pool_level
 from harness.gate.policy import Policy
 from harness.gate.pool_rates import PoolRates, PoolSpread, pool_spread, posterior_rates
-from harness.gate.stats import summarize_case
+from harness.gate.stats import recent_counts, summarize_case
 from harness.pool import PoolKey, PoolView, list_pools, pool_view
 from harness.project import Project
 from harness.store.baseline import load_baseline
@@ -206,7 +206,12 @@ def _report(
     if ids:
         spreads = _spreads(policy, passes, trials, promoted, k, live, pools, releases, seed)
         level = pool_level(policy, [k] * len(ids), trials, [live] * len(ids))
-        mine = posterior_rates(policy, passes, trials, k=k, live=live, reps=reps, seed=seed)
+        # the pool's trials that a run's k most recent reference trials reach past its live ones
+        tail = recent_counts(view.arm, k - live) if k > live else {}
+        recent = [tail.get(c, (0, 0))[0] for c in ids]
+        mine = posterior_rates(
+            policy, passes, trials, k=k, live=live, reps=reps, seed=seed, recent=recent
+        )
     return PoolReport(
         pool_id=view.pool_id,
         backend=key.backend if key else None,

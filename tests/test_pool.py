@@ -15,7 +15,7 @@ from support import system_definition
 
 from harness.gate.decide import decide
 from harness.gate.policy import Policy, PoolPolicy, load_policy, policy_data, policy_digest
-from harness.gate.pool_rates import pool_spread, pooled_verdict, posterior_rates
+from harness.gate.pool_rates import pool_spread, pooled_verdict, posterior_rates, recent_window
 from harness.gate.stats import ArmData
 from harness.pool import PoolKey, append_run, open_pool, pool_id, pool_view
 from harness.store.records import (
@@ -162,6 +162,11 @@ def _arm(counts: list[int], sizes: list[int], k: int) -> ArmData:
     )
 
 
+def _tail(passes: list[int], sizes: list[int], t: int) -> np.ndarray:
+    """Passes among the last ``t`` trials of arms built by :func:`_arm` (passes first)."""
+    return np.array([max(0, min(t, n) - (n - c)) for c, n in zip(passes, sizes, strict=True)])
+
+
 @st.composite
 def _pooled_inputs(draw: st.DrawFn) -> tuple[list[int], list[int], list[int], int, list[int], int]:
     n_cases = draw(st.integers(3, 8))
@@ -181,7 +186,14 @@ def test_pooled_verdict_on_counts_is_the_gates_verdict(
 ) -> None:
     pool, sizes, live, s, cand, k = x
     fast = pooled_verdict(
-        POLICY, np.array(pool), np.array(sizes), np.array(live), s, np.array(cand), k
+        POLICY,
+        np.array(pool),
+        np.array(sizes),
+        np.array(live),
+        s,
+        np.array(cand),
+        k,
+        recent=recent_window(_tail(pool, sizes, k - s), np.array(sizes), np.array(live), s, k),
     )
     full = decide(
         POLICY,
@@ -227,3 +239,97 @@ def test_a_larger_pool_narrows_the_conditional_spread() -> None:
     small = pool_spread(POLICY, passes, trials, size=[5] * 10, k=5, live=0, pools=60, releases=30)
     large = pool_spread(POLICY, passes, trials, size=[25] * 10, k=5, live=0, pools=60, releases=30)
     assert large.p90 < small.p90
+
+
+# ------------------------------------------------- the broken-case clause on recent trials
+
+
+def _pooled_case(pool: tuple[Outcome, ...]) -> dict[str, object]:
+    """40 cases: case-000's pool is ``pool`` (15 trials), its 2 live trials pass, the
+    candidate fails it 0/5; the other 39 pass every trial in every arm."""
+    others = [f"case-{i:03d}" for i in range(1, 40)]
+    cand = ArmData(k=5, cases={"case-000": (F,) * 5} | {c: (P,) * 5 for c in others})
+    live = ArmData(k=2, cases={"case-000": (P, P)} | {c: (P, P) for c in others})
+    stored = ArmData(k=5, cases={"case-000": pool} | {c: (P,) * 15 for c in others})
+    return {"candidate": cand, "baseline": live, "stored_baseline": stored}
+
+
+def test_a_case_broken_in_the_pools_recent_trials_fails_the_pooled_gate() -> None:
+    """15/17 → 0/5 on one of 40 cases: significant, a mean drop of 0.022 only. Its two
+    fails are the pool's oldest trials, so its 5 most recent (2 live + the pool's last 3)
+    all passed: a fresh 5-trial re-run would have seen the case break. FAIL, and the
+    regression reason says which window it judged."""
+    d = decide(POLICY, **_pooled_case((F, F) + (P,) * 13), baseline_pooled=True)  # type: ignore[arg-type]
+    assert d.verdict == "fail" and d.rule is not None and d.rule.material
+    reg = next(r for r in d.reasons if r.code == "regression")
+    assert reg.data["broken_recent"] == ["case-000"] and reg.data["recent_trials"] == 5
+    assert reg.data["broken"] == []  # not all-pass in the whole pool + live
+    assert "5 most recent trials per case" in reg.message and "case-000" in reg.message
+
+
+def test_the_window_is_the_most_recent_trials_not_any_five() -> None:
+    """The same counts with the two fails last in the pool: its recent trials are not
+    all-pass, the drop is significant but not material, and the gate warns."""
+    d = decide(POLICY, **_pooled_case((P,) * 13 + (F, F)), baseline_pooled=True)  # type: ignore[arg-type]
+    assert d.verdict == "warn" and d.rule is not None and not d.rule.material
+    warn = next(r for r in d.reasons if r.code == "possible_regression")
+    assert warn.data["broken_recent"] == [] and warn.data["recent_trials"] == 5
+
+
+def test_a_gate_without_a_pool_names_no_recent_window() -> None:
+    """Without a pool the magnitude rule reads the whole reference, as before."""
+    args = _pooled_case((F, F) + (P,) * 13)
+    d = decide(POLICY, args["candidate"], args["stored_baseline"], None)  # type: ignore[arg-type]
+    assert all("broken_recent" not in r.data and "recent_trials" not in r.data for r in d.reasons)
+
+
+@st.composite
+def _ordered_pool(draw: st.DrawFn) -> tuple[list[list[bool]], list[list[bool]], list[int], int]:
+    """Pool and live trials per case in the order they ran, candidate passes, k."""
+    n_cases, k, s = draw(st.integers(3, 8)), draw(st.integers(2, 5)), draw(st.integers(1, 2))
+    trial = st.booleans()
+    pool = [draw(st.lists(trial, min_size=k, max_size=12)) for _ in range(n_cases)]
+    live = [draw(st.lists(trial, min_size=s, max_size=s)) for _ in range(n_cases)]
+    cand = [draw(st.integers(0, k)) for _ in range(n_cases)]
+    return pool, live, cand, k
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ordered_pool())
+def test_pooled_verdict_with_the_recent_window_is_the_gates_verdict(
+    x: tuple[list[list[bool]], list[list[bool]], list[int], int],
+) -> None:
+    """The window in counts (the live trials + the pool's last k - s) is the one decide
+    takes from the trials' order, whatever that order."""
+    pool, live, cand, k = x
+    s = len(live[0])
+    outs = {True: P, False: F}
+    arm = lambda trials, kk: ArmData(  # noqa: E731
+        k=kk,
+        cases={f"case-{i:03d}": tuple(outs[t] for t in ts) for i, ts in enumerate(trials)},
+    )
+    sizes = np.array([len(p) for p in pool])
+    tail = np.array([sum(p[len(p) - (k - s) :]) if k > s else 0 for p in pool])
+    fast = pooled_verdict(
+        POLICY,
+        np.array([sum(p) for p in pool]),
+        sizes,
+        np.array([sum(t) for t in live]),
+        s,
+        np.array(cand),
+        k,
+        recent=recent_window(tail, sizes, np.array([sum(t) for t in live]), s, k),
+    )
+    full = decide(
+        POLICY,
+        _arm(cand, [k] * len(cand), k),
+        arm(live, s),
+        arm(pool, k),
+        baseline_pooled=True,
+    )
+    assert full.verdict == fast, [r.code for r in full.reasons]
+
+
+def test_recent_window_refuses_more_live_trials_than_k() -> None:
+    with pytest.raises(ValueError, match="live trials"):
+        recent_window(np.zeros(2, int), np.full(2, 5), np.zeros(2, int), 3, 2)

@@ -15,7 +15,7 @@ from scipy import stats as sps
 from harness.gate.conditional import fixed_share, pool_level, pooled_alpha
 from harness.gate.decide import decide
 from harness.gate.policy import Policy, load_policy, policy_data, policy_digest
-from harness.gate.pool_rates import pooled_verdict
+from harness.gate.pool_rates import pooled_verdict, recent_window
 from harness.gate.stats import ArmData
 from harness.store.records import Outcome
 
@@ -41,9 +41,7 @@ def test_fixed_share_by_hand() -> None:
     assert fixed_share([0], [0], [0]) == 0.0
 
 
-@given(
-    st.lists(st.tuples(st.integers(1, 20), st.integers(0, 60), st.integers(0, 10)), min_size=1)
-)
+@given(st.lists(st.tuples(st.integers(1, 20), st.integers(0, 60), st.integers(0, 10)), min_size=1))
 def test_fixed_share_is_a_share_and_falls_with_live_trials(
     cases: list[tuple[int, int, int]],
 ) -> None:
@@ -187,8 +185,18 @@ def test_pooled_verdict_with_the_share_is_the_gates_verdict(
     pool, live, cand = x
     policy = _pooled(conditional_share=0.05)
     n = len(pool)
+    # the 5 most recent reference trials: the 2 live ones and the pool's last 3 (its fails
+    # come last in _arm)
+    tail = np.array([max(0, 3 - (12 - c)) for c in pool])
     fast = pooled_verdict(
-        policy, np.array(pool), np.full(n, 12), np.array(live), 2, np.array(cand), 5
+        policy,
+        np.array(pool),
+        np.full(n, 12),
+        np.array(live),
+        2,
+        np.array(cand),
+        5,
+        recent=recent_window(tail, np.full(n, 12), np.array(live), 2, 5),
     )
     full = decide(
         policy,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from harness.gate.regression import pass_hat_k_array, regression_rule
+from harness.gate.regression import broken_ids, pass_hat_k_array, regression_rule
 from harness.gate.stats import pass_hat_k
 
 IDS = [f"c{i:02d}" for i in range(20)]
@@ -72,3 +74,70 @@ def test_a_rejected_test_passes_its_share_on_weighted_holm() -> None:
         min(first["critical:c00"], first["critical:c01"]) == 0.0
     )
     assert res.failing_critical == ("c00", "c01")
+
+
+# ------------------------------------------------- a pooled reference: the recent window
+
+
+def test_a_case_all_pass_in_the_recent_window_makes_the_drop_material() -> None:
+    """One of 40 cases goes 15/17 → 0/5; the others pass everything in both arms.
+
+    Significant (that case's exact p ≈ 0.0008), mean drop 0.022 and pass^5 drop 0.012: not
+    material on the whole reference, where the case is not all-pass. Its 5 most recent
+    reference trials all passed: a fresh 5-trial re-run would have seen it break.
+    """
+    ids = [f"c{i:02d}" for i in range(40)]
+    c, n = [0] + [5] * 39, [5] * 40
+    b, m = [15] + [17] * 39, [17] * 40
+    whole = regression_rule(ids, c, n, b, m, k=5)
+    assert whole.rejected_fail and not whole.material and whole.outcome == "warn"
+    recent = regression_rule(ids, c, n, b, m, k=5, recent=([5] * 40, [5] * 40))
+    assert recent.material and recent.outcome == "fail"
+    # the tests and the whole reference's broken cases are untouched by the window
+    assert recent.broken_cases == whole.broken_cases == ()
+    assert recent.within == whole.within and recent.broken == whole.broken
+    not_all_pass = regression_rule(ids, c, n, b, m, k=5, recent=([4] + [5] * 39, [5] * 40))
+    assert not not_all_pass.material and not_all_pass.outcome == "warn"
+
+
+@st.composite
+def _nested(
+    draw: st.DrawFn,
+) -> tuple[list[int], list[int], list[int], list[int], list[int], list[int]]:
+    """Counts of a candidate, a reference and a window of the reference's trials in it."""
+    size = draw(st.integers(1, 12))
+    c, n, b, m, rb, rm = [], [], [], [], [], []
+    for _ in range(size):
+        ni, mi = draw(st.integers(0, 5)), draw(st.integers(0, 20))
+        bi = draw(st.integers(0, mi))
+        wi = draw(st.integers(min(1, mi), min(5, mi)))  # never empty while mi > 0
+        # a window of wi of the reference's trials holds between these many passes
+        lo, hi = max(0, wi - (mi - bi)), min(wi, bi)
+        c.append(draw(st.integers(0, ni)))
+        n.append(ni)
+        b.append(bi)
+        m.append(mi)
+        rm.append(wi)
+        rb.append(draw(st.integers(lo, hi)))
+    return c, n, b, m, rb, rm
+
+
+@settings(max_examples=200, deadline=None)
+@given(_nested())
+def test_the_recent_window_only_adds_materiality(
+    x: tuple[list[int], list[int], list[int], list[int], list[int], list[int]],
+) -> None:
+    """A window inside the reference is all-pass wherever the reference is: the window can
+    make a drop material, never take materiality away, and never changes a test."""
+    c, n, b, m, rb, rm = x
+    ids = [f"c{i:02d}" for i in range(len(c))]
+    whole = regression_rule(ids, c, n, b, m, k=5)
+    recent = regression_rule(ids, c, n, b, m, k=5, recent=(rb, rm))
+    assert recent.material >= whole.material
+    assert (recent.within, recent.broken, recent.rejected_fail, recent.rejected_warn) == (
+        whole.within,
+        whole.broken,
+        whole.rejected_fail,
+        whole.rejected_warn,
+    )
+    assert set(whole.broken_cases) <= set(broken_ids(ids, *map(np.array, (c, n, rb, rm))))

@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from harness.gate.stats import ArmData, pass_at_k, pass_hat_k, summarize_arm, summarize_case
+from harness.gate.stats import (
+    ArmData,
+    pass_at_k,
+    pass_hat_k,
+    recent_counts,
+    summarize_arm,
+    summarize_case,
+)
 from harness.store.records import (
     Arm,
     AttemptRecord,
@@ -181,3 +188,12 @@ def test_arm_data_from_records_orders_by_trial_index() -> None:
     arm = ArmData.from_records(recs, k=3, name="cand")
     assert arm.cases == {"a": (P,), "b": (INF, F, P)}
     assert list(arm.cases) == ["a", "b"]
+
+
+def test_recent_counts_are_the_last_k_judged_trials() -> None:
+    """Infra and evaluator errors are skipped; a case with fewer judged trials gives them all."""
+    arm = ArmData(k=5, cases={"a": outs("FFPPIPPEP"), "b": outs("PFI"), "c": outs("II")})
+    assert recent_counts(arm, 5) == {"a": (5, 5), "b": (1, 2), "c": (0, 0)}
+    assert recent_counts(arm, 6) == {"a": (5, 6), "b": (1, 2), "c": (0, 0)}
+    with pytest.raises(ValueError, match="k must be"):
+        recent_counts(arm, 0)

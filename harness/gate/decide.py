@@ -24,7 +24,10 @@ baseline for cases that were not re-executed (``baseline.mode: sample``). Withou
 baseline the decision is about the candidate alone and says so. When the baseline arm was
 re-executed from recorded model responses (``baseline_replayed``), it is not a fresh
 sample: the reference is the stored baseline and the re-executed arm serves the drift
-check only (:func:`rule_baseline_replayed` says so).
+check only (:func:`rule_baseline_replayed` says so). Against a baseline pool
+(``baseline_pooled``) the reference is the pool plus the run's live trials, and the
+magnitude rule judges "a case broke" on its k most recent trials per case, as a fresh
+k-trial re-run would see it (:func:`harness.gate.stats.recent_counts`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,13 @@ from harness.gate.rules import (
     rule_non_inferiority,
     rule_regression,
 )
-from harness.gate.stats import ArmData, ArmSummary, summarize_arm, summarize_case
+from harness.gate.stats import (
+    ArmData,
+    ArmSummary,
+    recent_counts,
+    summarize_arm,
+    summarize_case,
+)
 from harness.store.records import Outcome
 
 __all__ = [
@@ -398,17 +407,25 @@ def rule_imputation(
     ids: Sequence[str],
     critical: Sequence[str],
     observed: int,
+    *,
+    recent: bool = False,
 ) -> tuple[VerdictKind | None, list[Reason]]:
-    """Warn when worst-case filling of missing trials (candidate fails) would flip it."""
+    """Warn when worst-case filling of missing trials (candidate fails) would flip it.
+
+    ``recent``: the reference is a baseline pool (the magnitude rule's broken-case clause
+    looks at its k most recent trials, :func:`harness.gate.rules.evaluate_rule`).
+    """
     if not _has_missing([candidate, reference], ids):
         return None, []
+    filled = _impute(reference, ids, Outcome.PASS)
     worst = compare_arms(
         _impute(candidate, ids, Outcome.FAIL),
-        _impute(reference, ids, Outcome.PASS),
+        filled,
         alpha=policy.alpha,
         bootstrap_resamples=0,
     )
-    rank = _RANK[evaluate_rule(policy, worst, critical).outcome]
+    window = recent_counts(filled, candidate.k) if recent else None
+    rank = _RANK[evaluate_rule(policy, worst, critical, window).outcome]
     imputed = _VERDICT[rank]
     if rank <= observed:
         return imputed, []
@@ -549,7 +566,10 @@ def decide(
     compared with ``stored_baseline`` (an ``info`` reason says so). ``baseline_pooled``
     says ``stored_baseline`` is a baseline pool and ``baseline`` this run's live baseline
     trials: drift is checked live vs pool, the candidate is compared with their union (an
-    ``info`` reason says so). Pure: the same arguments give an equal :class:`Decision`.
+    ``info`` reason says so), and the magnitude rule's "a case broke" reads the union's
+    ``candidate.k`` most recent judged trials per case (``baseline`` last, so its trials
+    first; the regression reason's data gives ``recent_trials`` and ``broken_recent``).
+    Pure: the same arguments give an equal :class:`Decision`.
 
     Raises:
         ValueError: ``baseline_replayed`` or ``baseline_pooled`` without a
@@ -591,7 +611,14 @@ def decide(
         reasons += _judge_alone(policy, candidate, required)
     else:
         comparison, rule, imputed, found = _judge_compared(
-            policy, candidate, reference, required, critical, pooled, rule_policy
+            policy,
+            candidate,
+            reference,
+            required,
+            critical,
+            pooled,
+            rule_policy,
+            recent=baseline_pooled,
         )
         reasons += found
     if operating_characteristics:
@@ -658,11 +685,16 @@ def _judge_compared(
     critical: Sequence[str],
     pooled: ArmData | None,
     rule_policy: Policy,
+    *,
+    recent: bool = False,
 ) -> tuple[Comparison, RuleResult | None, VerdictKind | None, list[Reason]]:
     """Compare the candidate with the reference arm; return the comparison and its reasons.
 
     ``rule_policy`` is ``policy`` with the FAIL level of the regression family in force
-    (lowered against a baseline pool by ``baseline.pool.conditional_share``).
+    (lowered against a baseline pool by ``baseline.pool.conditional_share``). ``recent``:
+    the reference is a baseline pool plus the live trials, and the magnitude rule judges
+    "a case broke" on its ``k`` most recent trials per case (the live ones first), as a
+    fresh k-trial re-run would see it; the tests use every trial.
     """
     ids = sorted(set(candidate.cases) | set(reference.cases) | set(required))
     comparison = compare_arms(
@@ -688,11 +720,12 @@ def _judge_compared(
             )
         )
     else:
-        rule, core = rule_regression(rule_policy, comparison, critical)
+        window = recent_counts(reference, candidate.k) if recent else None
+        rule, core = rule_regression(rule_policy, comparison, critical, window)
         core += rule_budget(comparison) + rule_non_inferiority(policy, comparison)
         reasons += core
         imputed, flip = rule_imputation(
-            rule_policy, candidate, reference, ids, critical, _RANK[rule.outcome]
+            rule_policy, candidate, reference, ids, critical, _RANK[rule.outcome], recent=recent
         )
         reasons += flip
     missing = [c for c in ids if c not in comparison.compared]

@@ -3,7 +3,8 @@
 Every release gated against the same pool is judged against the same stored trials, so the
 false-FAIL rate a team lives with is *conditional* on the pool. :func:`pooled_verdict` is
 the gate's verdict on counts (``decide(..., baseline_pooled=True)``: drift of the live
-trials against the pool, then the candidate against the pool plus the live trials);
+trials against the pool, then the candidate against the pool plus the live trials, the
+broken-case clause of the magnitude rule on the k most recent of them, :func:`recent_window`);
 :func:`pool_spread` simulates many pools of one composition and returns the distribution
 of their conditional false-FAIL rates; :func:`posterior_rates` averages one pool's rates
 over its posterior. No I/O.
@@ -31,6 +32,7 @@ __all__ = [
     "pool_spread",
     "pooled_verdict",
     "posterior_rates",
+    "recent_window",
 ]
 
 _EPS = 1e-12
@@ -59,6 +61,45 @@ def live_drifted(
     return (shares["within"] > 0 and within.p_value <= shares["within"] and big) or flipped
 
 
+def recent_window(
+    tail: np.ndarray, pool_n: np.ndarray, live: np.ndarray, s: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the reference's ``k`` most recent trials per case on counts (passes, trials).
+
+    The live trials come last in the reference, so with ``s <= k`` live trials per case the
+    window is all of them (``live`` passes) plus the pool's ``min(k - s, pool_n)`` most
+    recent trials, of which ``tail`` passed.
+
+    Raises:
+        ValueError: ``s > k`` (which live trials are the last ``k`` is not in the counts).
+    """
+    if s > k:
+        raise ValueError(f"{s} live trials per case > k = {k}: the window is not in the counts")
+    return live + tail, s + np.minimum(k - s, pool_n)
+
+
+def _draw_tail(
+    rng: np.random.Generator, pool: np.ndarray, pool_n: np.ndarray, size: np.ndarray
+) -> np.ndarray:
+    """Draw the passes among ``size`` of a pool's trials in a random order (exchangeable)."""
+    return np.asarray(rng.hypergeometric(pool, pool_n - pool, np.minimum(size, pool_n)))
+
+
+def _window(
+    rng: np.random.Generator,
+    tail: np.ndarray,
+    pool_n: np.ndarray,
+    live: np.ndarray,
+    s: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`recent_window`; with more live trials than ``k``, ``k`` of them drawn at random."""
+    if s <= k:
+        return recent_window(tail, pool_n, live, s, k)
+    size = np.full(live.size, k)
+    return np.asarray(rng.hypergeometric(live, s - live, size)), size
+
+
 def pooled_verdict(
     policy: Policy,
     pool: np.ndarray,
@@ -68,14 +109,18 @@ def pooled_verdict(
     cand: np.ndarray,
     k: int,
     critical: Sequence[str] = (),
+    *,
+    recent: tuple[np.ndarray, np.ndarray],
 ) -> str:
     """Return the gate's verdict against a pool, on per-case counts.
 
     ``pool`` passes of ``pool_n`` trials per case, ``live`` passes of ``s`` live baseline
-    trials, ``cand`` passes of ``k`` candidate trials (case ids ``case-000`` …). The same
-    rules in the same order as :func:`harness.gate.decide` with ``baseline_pooled=True``:
-    drift → ``blocked``; the regression family (FAIL at
-    :func:`harness.gate.conditional.pool_level`) → ``fail`` / ``warn``; no candidate pass →
+    trials, ``cand`` passes of ``k`` candidate trials (case ids ``case-000`` …); ``recent``
+    the passes and trials among the k most recent trials of the pool plus the live trials
+    (:func:`recent_window`). The same rules in the same order as
+    :func:`harness.gate.decide` with ``baseline_pooled=True``: drift → ``blocked``; the
+    regression family (FAIL at :func:`harness.gate.conditional.pool_level`, the broken-case
+    clause of the magnitude rule on ``recent``) → ``fail`` / ``warn``; no candidate pass →
     ``fail``; the regression budget and non-inferiority → ``warn``.
     """
     n_cases = cand.size
@@ -85,7 +130,16 @@ def pooled_verdict(
     ids = [f"case-{i:03d}" for i in range(n_cases)]
     level = pool_level(policy, np.full(n_cases, k), pool_n, np.full(n_cases, s))
     res = policy_rule(
-        policy, ids, cand, np.full(n_cases, k), ref, ref_n, k=k, critical=critical, alpha=level
+        policy,
+        ids,
+        cand,
+        np.full(n_cases, k),
+        ref,
+        ref_n,
+        k=k,
+        critical=critical,
+        alpha=level,
+        recent=recent,
     )
     if res.outcome == "fail" or cand.sum() == 0:
         return "fail"
@@ -165,9 +219,10 @@ def pool_spread(
     """Simulate pools of ``size`` trials per case and their conditional false-FAIL rates.
 
     The cases' true pass probabilities come from the posterior of ``passes`` of ``trials``
-    (drawn once); each simulated pool draws ``size`` (default ``trials``) trials per case,
-    then ``releases`` unchanged releases (``k`` candidate and ``live`` baseline trials per
-    case) are judged against it.
+    (drawn once); each simulated pool draws ``size`` (default ``trials``) trials per case
+    (in a random order: which are its most recent is drawn once per pool), then
+    ``releases`` unchanged releases (``k`` candidate and ``live`` baseline trials per case)
+    are judged against it.
     """
     c, m = np.asarray(passes, dtype=int), np.asarray(trials, dtype=int)
     n = np.asarray(size if size is not None else trials, dtype=int)
@@ -176,11 +231,15 @@ def pool_spread(
     rates = np.zeros(pools)
     for i in range(pools):
         pool = rng.binomial(n, p)
-        fails = sum(
-            pooled_verdict(policy, pool, n, rng.binomial(live, p), live, rng.binomial(k, p), k)
-            == "fail"
-            for _ in range(releases)
-        )
+        tail = _draw_tail(rng, pool, n, np.full(n.size, max(k - live, 0)))
+        fails = 0
+        for _ in range(releases):
+            s_pass = rng.binomial(live, p)
+            window = _window(rng, tail, n, s_pass, live, k)
+            verdict = pooled_verdict(
+                policy, pool, n, s_pass, live, rng.binomial(k, p), k, recent=window
+            )
+            fails += verdict == "fail"
         rates[i] = fails / releases
     return PoolSpread(
         pools=pools,
@@ -202,19 +261,31 @@ def posterior_rates(
     live: int,
     reps: int = 500,
     seed: int = 0,
+    recent: Sequence[int] | None = None,
 ) -> PoolRates:
     """Return a pool's FAIL / WARN / BLOCKED rates for unchanged releases.
 
     The pool is fixed; each replicate draws the truth from the pool's posterior, then the
     live and candidate trials. It cannot tell a lucky pool from a fair one (the posterior is
-    centred on the pool): read it beside :func:`pool_spread`.
+    centred on the pool): read it beside :func:`pool_spread`. ``recent``: per case, the
+    passes among the pool's ``min(k - live, trials)`` most recent trials
+    (:func:`harness.gate.stats.recent_counts`); None draws them once from the pool's counts
+    (seeded), as if its order were random.
     """
     c, n = np.asarray(passes, dtype=int), np.asarray(trials, dtype=int)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 23, int(n.sum())])))
+    tail = (
+        _draw_tail(rng, c, n, np.full(n.size, max(k - live, 0)))
+        if recent is None
+        else np.asarray(recent, dtype=int)
+    )
     tally = {"fail": 0, "warn": 0, "blocked": 0, "pass": 0}
     for _ in range(reps):
         p = _truth(rng, c, n)
-        tally[pooled_verdict(policy, c, n, rng.binomial(live, p), live, rng.binomial(k, p), k)] += 1
+        s_pass = rng.binomial(live, p)
+        window = _window(rng, tail, n, s_pass, live, k)
+        cand = rng.binomial(k, p)
+        tally[pooled_verdict(policy, c, n, s_pass, live, cand, k, recent=window)] += 1
     return PoolRates(
         reps=reps,
         fail=_rate(tally["fail"], reps),

@@ -19,7 +19,9 @@ and a test that rejects passes its share on to the tests left (weighted Holm ste
 * **fail**: a set-level test rejects at ``alpha`` *and* the observed drop is material
   (mean pass-rate drop >= ``pass_rate_drop``, or mean pass^k drop >= ``pass_hat_k_drop``,
   or at least one case went all-pass → all-fail); or a critical case's test rejects at
-  ``alpha``.
+  ``alpha``. Against a baseline pool (``recent`` given) the clause "a case went all-pass →
+  all-fail" is judged on the reference's k most recent trials per case, the view a fresh
+  k-trial re-run would have had (:func:`broken_ids`); the tests keep the whole reference.
 * **warn**: any test of the family rejects at the looser ``warn_alpha`` (no magnitude
   condition), and it is not a fail.
 """
@@ -44,7 +46,7 @@ from harness.gate.exact import (
     within_case_test,
 )
 
-__all__ = ["RuleResult", "pass_hat_k_array", "regression_rule"]
+__all__ = ["RuleResult", "broken_ids", "pass_hat_k_array", "regression_rule"]
 
 _EPS = 1e-12
 WITHIN_WEIGHT = 0.8
@@ -75,7 +77,8 @@ class RuleResult(_Frozen):
     broken_cases: tuple[str, ...]
     """Reference all-pass, candidate all-fail."""
     material: bool
-    """The observed drop meets the policy's magnitude, or a case broke."""
+    """The observed drop meets the policy's magnitude, or a case broke (against a baseline
+    pool: in the reference's k most recent trials, :func:`regression_rule`'s ``recent``)."""
     failing_critical: tuple[str, ...]
     """Critical cases whose drop is significant at ``alpha``."""
 
@@ -104,8 +107,15 @@ def regression_rule(
     critical_share: float = 0.5,
     pass_rate_drop: float = 0.05,
     pass_hat_k_drop: float = 0.10,
+    recent: tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray] | None = None,
 ) -> RuleResult:
-    """Apply the regression rule to per-case counts (one entry per compared case)."""
+    """Apply the regression rule to per-case counts (one entry per compared case).
+
+    ``recent`` (a reference that is a baseline pool): per case, the passes and judged
+    trials among the reference's k most recent trials. The magnitude clause "a case broke"
+    is then judged on them, so it fires as often as against a fresh k-trial reference; a
+    pool of many trials is almost never all-pass on a flaky case. None: on ``b`` of ``m``.
+    """
     ca, na, ba, ma = (np.asarray(x, dtype=np.int64) for x in (c, n, b, m))
     within = within_case_test(ca, na, ba, ma)
     broken = broken_count_test(ca, na, ba, ma)
@@ -132,9 +142,14 @@ def regression_rule(
     fail_shares, rej_fail = _step_down(alpha, pvals, family)
     warn_shares, rej_warn = _step_down(warn_alpha, pvals, family)
 
-    mean_drop, mean_hat, broken_ids = _effect(case_ids, ca, na, ba, ma, k)
+    mean_drop, mean_hat, broke = _effect(case_ids, ca, na, ba, ma, k)
+    if recent is None:
+        material_broken = broke
+    else:
+        rb, rm = (np.asarray(x, dtype=np.int64) for x in recent)
+        material_broken = broken_ids(case_ids, ca, na, rb, rm)
     material = (
-        bool(broken_ids)
+        bool(material_broken)
         or (mean_drop is not None and mean_drop >= pass_rate_drop - _EPS)
         or (mean_hat is not None and mean_hat >= pass_hat_k_drop - _EPS)
     )
@@ -156,7 +171,7 @@ def regression_rule(
         rejected_warn=rej_warn,
         mean_drop=mean_drop,
         mean_hat_drop=mean_hat,
-        broken_cases=broken_ids,
+        broken_cases=broke,
         material=material,
         failing_critical=failing_critical,
     )
@@ -227,7 +242,11 @@ def _effect(
     hats = pass_hat_k_array(ba, ma, k) - pass_hat_k_array(ca, na, k)
     hats = hats[~np.isnan(hats)]
     mean_hat = float(hats.mean()) if hats.size else None
-    broken_ids = tuple(
-        case_ids[int(i)] for i in np.flatnonzero((na > 0) & (ma > 0) & (ba == ma) & (ca == 0))
-    )
-    return mean_drop, mean_hat, broken_ids
+    return mean_drop, mean_hat, broken_ids(case_ids, ca, na, ba, ma)
+
+
+def broken_ids(
+    case_ids: Sequence[str], c: np.ndarray, n: np.ndarray, b: np.ndarray, m: np.ndarray
+) -> tuple[str, ...]:
+    """Cases all-pass in the reference (``b`` of ``m``) and all-fail in the candidate."""
+    return tuple(case_ids[int(i)] for i in np.flatnonzero((n > 0) & (m > 0) & (b == m) & (c == 0)))

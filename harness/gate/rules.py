@@ -6,7 +6,7 @@ with the run-level rules. :data:`GATE_RULE_VERSION` names this rule set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 from harness.frozen import Frozen as _Frozen
 from harness.gate.compare import Comparison, case_counts
 from harness.gate.policy import Policy
-from harness.gate.regression import RuleResult, regression_rule
+from harness.gate.regression import RuleResult, broken_ids, regression_rule
 
 __all__ = [
     "GATE_RULE_VERSION",
@@ -76,10 +76,30 @@ def _rule_inputs(comp: Comparison) -> tuple[list[str], tuple[np.ndarray, ...]]:
     )
 
 
-def evaluate_rule(policy: Policy, comp: Comparison, critical: Sequence[str]) -> RuleResult:
-    """Run the regression family of :mod:`harness.gate.regression` on a comparison's counts."""
+Recent = Mapping[str, tuple[int, int]]
+"""Per case: passes and judged trials among the reference's k most recent trials
+(:func:`harness.gate.stats.recent_counts`)."""
+
+
+def _recent_arrays(ids: Sequence[str], recent: Recent) -> tuple[np.ndarray, np.ndarray]:
+    got = [recent.get(cid, (0, 0)) for cid in ids]
+    return (
+        np.array([x for x, _ in got], dtype=np.int64),
+        np.array([y for _, y in got], dtype=np.int64),
+    )
+
+
+def evaluate_rule(
+    policy: Policy, comp: Comparison, critical: Sequence[str], recent: Recent | None = None
+) -> RuleResult:
+    """Run the regression family of :mod:`harness.gate.regression` on a comparison's counts.
+
+    ``recent`` (a baseline pool): the reference's k most recent trials per case, on which
+    the magnitude clause "a case broke" is judged.
+    """
     ids, (c, n, b, m) = _rule_inputs(comp)
-    return policy_rule(policy, ids, c, n, b, m, k=comp.k, critical=critical)
+    window = None if recent is None else _recent_arrays(ids, recent)
+    return policy_rule(policy, ids, c, n, b, m, k=comp.k, critical=critical, recent=window)
 
 
 def policy_rule(
@@ -93,13 +113,15 @@ def policy_rule(
     k: int,
     critical: Sequence[str] = (),
     alpha: float | None = None,
+    recent: tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray] | None = None,
 ) -> RuleResult:
     """Apply the regression rule to per-case counts with ``policy``'s levels and thresholds.
 
     The one place a policy's fields become the rule's arguments: the gate, ``policy check``
     and the decision-quality bench all call it. ``alpha`` replaces the FAIL level (a
     comparison against a baseline pool, :func:`harness.gate.conditional.pool_level`); the
-    WARN level stays the policy's.
+    WARN level stays the policy's. ``recent`` is :func:`harness.gate.regression.regression_rule`'s
+    (a baseline pool's k most recent trials per case).
     """
     th = policy.thresholds
     return regression_rule(
@@ -115,6 +137,7 @@ def policy_rule(
         critical_share=policy.critical_share,
         pass_rate_drop=th.pass_rate_drop,
         pass_hat_k_drop=th.pass_hat_k_drop,
+        recent=recent,
     )
 
 
@@ -165,12 +188,33 @@ _NEXT = (
 )
 
 
+def _recent_note(comp: Comparison, recent: Recent | None) -> tuple[dict[str, Any], str]:
+    """Return data and words on the magnitude clause "a case broke" on the recent trials."""
+    if recent is None:
+        return {}, ""
+    ids, (c, n, _, _) = _rule_inputs(comp)
+    rb, rm = _recent_arrays(ids, recent)
+    broke = broken_ids(ids, c, n, rb, rm)
+    data = {"recent_trials": comp.k, "broken_recent": list(broke)}
+    return data, (
+        f"; against the pool's {comp.k} most recent trials per case (the view of a fresh "
+        f"{comp.k}-trial re-run, on which the magnitude rule judges a broken case) "
+        f"{len(broke)} case(s) all-pass → all-fail"
+        + (f": {list_names(list(broke))}" if broke else "")
+    )
+
+
 def rule_regression(
-    policy: Policy, comp: Comparison, critical: Sequence[str]
+    policy: Policy, comp: Comparison, critical: Sequence[str], recent: Recent | None = None
 ) -> tuple[RuleResult, list[Reason]]:
-    """Apply the exact within-case family: fail, warn or an explaining info reason."""
-    res = evaluate_rule(policy, comp, critical)
+    """Apply the exact within-case family: fail, warn or an explaining info reason.
+
+    ``recent`` (a baseline pool, :func:`evaluate_rule`) is named in the reasons' message and
+    data (``recent_trials``, ``broken_recent``).
+    """
+    res = evaluate_rule(policy, comp, critical, recent)
     cases = regressed_cases(comp, critical)
+    recent_data, recent_words = _recent_note(comp, recent)
     shares = {s.name: s.share for s in res.fail_shares}
     data: dict[str, Any] = {
         "p_within": res.within.p_value,
@@ -185,11 +229,12 @@ def rule_regression(
         "cases": cases,
         "n_cases": res.within.n_cases,
         "rule_version": GATE_RULE_VERSION,
+        **recent_data,
     }
     what = (
         f"mean {_drop(res.mean_drop, 'pass-rate')}, mean "
         f"{_drop(res.mean_hat_drop, f'pass^{comp.k}')}, {len(res.broken_cases)} case(s) "
-        "all-pass → all-fail; "
+        f"all-pass → all-fail{recent_words}; "
         f"within-case exact p = {res.within.p_value:.3g}, broken-count p = "
         f"{res.broken.p_value:.3g}"
     )

@@ -35,6 +35,7 @@ __all__ = [
     "MeanCI",
     "pass_at_k",
     "pass_hat_k",
+    "recent_counts",
     "summarize_arm",
     "summarize_case",
 ]
@@ -160,6 +161,22 @@ def summarize_case(outcomes: Sequence[Outcome], k: int, case_id: str = "") -> Ca
     ``stable_fail`` (none passed), ``flaky`` otherwise.
     """
     return _summarize_case(tuple(outcomes), k, case_id)
+
+
+def recent_counts(arm: ArmData, k: int) -> dict[str, tuple[int, int]]:
+    """Per case: passes and judged trials among its ``k`` most recent judged trials.
+
+    An arm's outcomes are in the order they were run (a baseline pool: promoted trials
+    first, then each pooled run's, then this run's live trials), so these are its last
+    ``k`` judged outcomes; fewer when the case has fewer.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    out: dict[str, tuple[int, int]] = {}
+    for cid, outs in arm.cases.items():
+        last = [o for o in outs if o in _JUDGED][-k:]
+        out[cid] = (last.count(Outcome.PASS), len(last))
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 14)
