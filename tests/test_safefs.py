@@ -17,7 +17,7 @@ import sys
 import tarfile
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -254,6 +254,52 @@ def test_a_path_over_the_bound_stops_both_backends_before_a_copy(tmp_path: Path)
         check_host_tree(str(tmp_path / "ok"), None, None)
     assert caught.value.kind == "path" and caught.value.observed == 1254
     assert str(tmp_path) not in str(caught.value)
+
+
+def test_every_hard_link_counts_its_file_size_on_both_backends(tmp_path: Path) -> None:
+    from harness.errors import CandidateTooLarge
+    from harness.sandbox._docker_io import unpack_tree
+    from harness.sandbox._treebound import TreeCounter, check_host_tree
+
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "big.bin").write_bytes(b"x" * 1000)
+    for i in range(9):  # 10 paths of 1,000 bytes: 10,000 bytes to read, hash and copy
+        os.link(tree / "big.bin", tree / "sub" / f"link{i}.bin")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:  # hard links as the engine sends them
+        tar.add(tree, arcname="workspace")
+    data = buf.getvalue()
+    with tarfile.open(fileobj=io.BytesIO(data)) as sent:
+        assert sum(m.islnk() for m in sent) == 9
+    with pytest.raises(CandidateTooLarge) as in_docker:
+        unpack_tree(data, tmp_path / "over", TreeCounter(None, 9_999))
+    with pytest.raises(CandidateTooLarge) as on_host:
+        check_host_tree(str(tree), None, 9_999)
+    assert in_docker.value.kind == on_host.value.kind == "disk"
+    assert str(in_docker.value) == str(on_host.value)
+    assert not (tmp_path / "over").exists()  # refused before anything was extracted
+    counted = TreeCounter(None, 10_000)  # exactly at the bound: both take it
+    unpack_tree(data, tmp_path / "all", counted)
+    check_host_tree(str(tree), None, 10_000)
+    assert (counted.files, counted.bytes) == (11, 10_000)  # ten paths and the folder
+    assert os.stat(tmp_path / "all" / "sub" / "link8.bin").st_size == 1000
+
+
+def test_the_docker_pack_sends_a_hard_link_as_a_copy_of_its_file(tmp_path: Path) -> None:
+    from harness.sandbox._docker_io import pack_tree as docker_pack
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    os.link(tmp_path / "a.py", tmp_path / "b.py")
+    data = docker_pack(tmp_path, PurePosixPath("."), 1000, 1000, locked={"b.py": 0o644})
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        files = {m.name: m for m in tar.getmembers() if not m.isdir()}
+        assert sorted(files) == ["a.py", "b.py"]  # the link is kept, never dropped
+        assert all(m.isreg() for m in files.values()), files
+        assert files["b.py"].uid == 0 and files["a.py"].uid == 1000  # no shared owner
+        for m in files.values():
+            fh = tar.extractfile(m)
+            assert fh is not None and fh.read() == b"x = 1\n"
 
 
 @pytest.mark.skipif(

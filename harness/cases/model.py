@@ -169,7 +169,9 @@ class SandboxContract(FrozenInput):
     """Most entries (files, links, directories) a candidate tree may hold; over it the
     trial fails with the ``files`` bound before the harness copies or hashes anything."""
     candidate_mb: int = Field(default=200, ge=1)
-    """Most bytes (MiB, regular files) a candidate tree may hold; over it: ``disk``."""
+    """Most bytes (MiB, regular files) a candidate tree may hold; over it: ``disk``.
+
+    Every path counts: a file with hard links counts its full size once per link."""
 
 
 class ArtifactRule(FrozenInput):

@@ -86,6 +86,9 @@ def pack_tree(
     """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``.
 
     ``locked``: entries (relative to ``src``) owned by root instead, with the given mode.
+    A hard link is sent as a copy of its file, as the local backend's copy makes it: no
+    path of the tree is lost, and no locked file shares its inode (and owner) with one
+    that is not.
     """
     buf = io.BytesIO()
     locked = locked or {}
@@ -94,6 +97,8 @@ def pack_tree(
         for entry in sorted(src.rglob("*")):
             inner = entry.relative_to(src).as_posix()
             info = tar.gettarinfo(str(entry), str(rel / inner))
+            if info.islnk():  # every path on its own: a copy, never a hard-link member
+                info.type, info.linkname, info.size = tarfile.REGTYPE, "", entry.lstat().st_size
             info.uid, info.gid, info.uname, info.gname = uid, gid, "", ""
             if inner in locked and not info.issym():
                 mode = locked[inner]
@@ -156,7 +161,10 @@ def unpack_tree(
 
     The archive is first read as a stream, member headers only: ``counter`` sees every
     member, so an archive over its bound stops there, before anything is extracted (the
-    extraction, not the transfer, is what costs). A folder deeper than
+    extraction, not the transfer, is what costs). A hard link counts the full size of its
+    file, as :func:`~harness.sandbox._treebound.check_host_tree` counts every path of it:
+    each later step (the digest, the diff, the copies) reads the tree path by path, so a
+    thousand links to one file cost what a thousand copies would. A folder deeper than
     :data:`~harness._safefs.MAX_TREE_DEPTH` stops it too, with or without ``counter``.
     A path longer than :data:`~harness._safefs.MAX_PATH_BYTES` stops it too. FIFOs,
     sockets and devices are no part of a snapshot and are left out, as the local backend
@@ -166,12 +174,16 @@ def unpack_tree(
     """
     raw = _StreamReader([data] if isinstance(data, bytes) else data)
     counter = counter if counter is not None else TreeCounter(None, None)
+    sizes: dict[str, int] = {}  # member name -> bytes of its file, for hard links to it
     with tarfile.open(fileobj=io.BufferedReader(raw, 1 << 20), mode="r|") as tar:
         for m in tar:
+            size = m.size if m.isreg() else sizes.get(m.linkname, 0) if m.islnk() else 0
+            if m.isreg() or m.islnk():
+                sizes[m.name] = size
             parts = PurePosixPath(m.name).parts[1:]
             if parts:
                 rel_bytes = len(os.fsencode(str(PurePosixPath(*parts))))
-                counter.add(m.size if m.isreg() else 0, depth=len(parts), path_bytes=rel_bytes)
+                counter.add(size, depth=len(parts), path_bytes=rel_bytes)
     with tarfile.open(fileobj=io.BytesIO(b"".join(raw.seen))) as tar:
         members = []
         dropped: set[str] = set()  # FIFOs, sockets, devices: no part of a snapshot

@@ -65,6 +65,9 @@ class TreeCounter:
 def check_host_tree(root: str, max_files: int | None, max_bytes: int | None) -> None:
     """Walk ``root`` without following links; raise at the first entry over a bound.
 
+    Every path counts: a file with hard links counts its size once per link, as the
+    Docker backend's archive count does (:func:`harness.sandbox._docker_io.unpack_tree`).
+
     Raises:
         CandidateTooLarge: the tree is over one of its bounds.
     """

@@ -178,6 +178,7 @@ def _workspace_round_trip(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None:
     script.write_text("#!/usr/bin/env python3\nprint('ran')\n")
     script.chmod(0o755)
     (src / "link").symlink_to("pkg/data.txt")
+    os.link(src / "pkg" / "data.txt", src / "pkg" / "same.txt")  # a hard link: a path too
     out = tmp / "rt-out"
     with on.session(sandbox, "roundtrip") as s:
         s.put_tree(src)
@@ -187,8 +188,12 @@ def _workspace_round_trip(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None:
             _py("import os; print(os.readlink('link')); open('made.txt', 'w').write('made')")
         )
         assert r.ok and r.stdout == b"pkg/data.txt\n", f"symlink lost: {_show(r)}"
+        twin = "import os; os.link('made.txt', 'twin'); print(open('pkg/same.txt').read())"
+        r = s.exec(_py(twin))
+        assert r.ok and r.stdout == b"data\n\n", f"hard link lost on put_tree: {_show(r)}"
         s.get_tree(out)
     assert (out / "pkg" / "data.txt").read_text() == "data\n"
+    assert (out / "twin").read_text() == "made", "hard link made inside not copied out"
     assert (out / "made.txt").read_text() == "made", "file made inside not copied out"
     assert os.stat(out / "run.py").st_mode & stat.S_IXUSR, "exec bit lost on get_tree"
     assert (out / "link").is_symlink(), "symlink followed (not kept) on get_tree"

@@ -1,7 +1,8 @@
 """A hostile command agent (standard library only) for tests/integration/test_agent_mess.py.
 
-It cannot fix the bug; it tries to make its own failure the harness's instead: block the
-gate, crash a parser or a walk, exhaust memory or disk on the harness side. ``argv[1]``
+It cannot fix the bug (but for ``hard-links``); it tries to make its own failure the
+harness's instead: block the gate, crash a parser or a walk, exhaust memory, disk or time
+on the harness side. ``argv[1]``
 names the mechanism:
 
 * ``fifo-result``: the result file is a FIFO (a blocking open never returns);
@@ -12,7 +13,10 @@ names the mechanism:
 * ``exit127``: candidate code exits 127 under the tests ("command not found"'s status);
 * ``outside-link``: a symlink out of the tree, recorded in the candidate (for a replay);
 * ``fifo-link``: a FIFO and a hard link to it (the FIFO is no part of a snapshot);
-* ``long-path``: 20 nested folders of 250-byte names and a file (a path over PATH_MAX).
+* ``long-path``: 20 nested folders of 250-byte names and a file (a path over PATH_MAX);
+* ``hard-links MB N``: the fix, then one file of MB MiB and N hard links to it (free on the
+  agent's disk, N x MB MiB for every step that reads the tree path by path): the one mode
+  that fixes the bug, so only the candidate's size bound can fail it.
 """
 
 import os
@@ -100,6 +104,15 @@ def main():
         with open("bottom.txt", "w", encoding="utf-8") as fh:
             fh.write("far\n")
         os.chdir(here)
+        submit()
+    elif mode == "hard-links":
+        with open(os.path.join(WS, "calc.py"), "w", encoding="utf-8") as fh:
+            fh.write("def add(a, b):\n    return a + b\n")
+        big = os.path.join(WS, "big.bin")
+        with open(big, "wb") as fh:
+            fh.write(b"\1" * (int(sys.argv[2]) << 20))
+        for i in range(int(sys.argv[3])):
+            os.link(big, os.path.join(WS, f"big{i}.bin"))
         submit()
     else:
         raise SystemExit(f"unknown mode {mode!r}")

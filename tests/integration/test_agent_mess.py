@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 ATTACK = Path(__file__).resolve().parent.parent / "attacks" / "mess_agent.py"
 MODES = ("fifo-result", "sparse-result", "fifo-junit", "deep", "disk", "exit127", "outside-link")
-MODES += ("fifo-link", "long-path")
+MODES += ("fifo-link", "long-path", "hard-links")
 
 RELEASE = """\
   mess-{mode}:
@@ -39,7 +39,8 @@ RELEASE = """\
     retry: {{infra_retries: 0}}
 """
 
-ARGS = {"disk": '"disk", "32"'}
+# hard-links: 4 MiB and 4,000 links to it, 16 GiB read path by path, against a 64 MiB bound.
+ARGS = {"disk": '"disk", "32"', "hard-links": '"hard-links", "4", "4000"'}
 
 BACKENDS = [
     pytest.param("local", id="local"),
@@ -281,3 +282,26 @@ def test_deep_debris_of_a_dead_run_is_pruned_not_fatal(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert not debris.exists()
+
+
+@pytest.mark.docker
+def test_a_hard_link_bomb_is_over_the_size_bound_on_both_backends_and_stops_early(
+    project: Path,
+) -> None:
+    # Every link counts its file's full size (each step reads the tree path by path), so
+    # the fixed candidate is over its 64 MiB bound on both backends alike, and found so
+    # before the harness reads gigabytes: the candidate step stays short on both.
+    store = Store(project / ".harness")
+    seen: dict[str, tuple[int, dict[str, object], float]] = {}
+    for backend in ("local", "docker"):
+        done = _run(project, "mess-hard-links", backend)
+        (rec,) = store.trials(store.resolve_run("latest"))
+        assert rec.steps is not None
+        seen[backend] = (done.returncode, rec.verdict.model_dump(mode="json"), rec.steps.candidate)
+    # Reading every link took 27 s on two cores (16 GiB); counting them stops at the 17th.
+    assert all(s < 20 for _, _, s in seen.values()), seen
+    (local_rc, local, _), (docker_rc, docker, _) = seen["local"], seen["docker"]
+    assert local["outcome"] == "fail" and local["failure_type"] == "disk", local
+    assert local_rc == docker_rc == 1, seen  # the gate's "fail", not blocked
+    for field in ("outcome", "failure_type", "reason"):
+        assert docker[field] == local[field], (local, docker)
