@@ -20,15 +20,21 @@ from pydantic import AfterValidator, Field
 
 from harness.frozen import Frozen
 
-__all__ = ["Environment"]
+__all__ = ["Environment", "relative_path"]
 
 
-def _relative(value: str) -> str:
+def relative_path(value: str, folder: str | None = None) -> str:
+    """Normalise a relative path (``/`` separators, no ``.``); refuse absolute or climbing ones.
+
+    ``folder`` names the folder it must stay inside in the errors (e.g. ``the case folder``).
+    """
+    inside = f" inside {folder}" if folder else ""
     if not value or value.startswith("/") or re.match(r"^[A-Za-z]:", value):
-        raise ValueError(f"expected a relative path, got {value!r}")
+        raise ValueError(f"expected a relative path{inside}, got {value!r}")
     parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise ValueError(f"path {value!r} climbs out of its folder ('..' is not allowed)")
+        climbs = f"escapes {folder}" if folder else "climbs out of its folder"
+        raise ValueError(f"path {value!r} {climbs} ('..' is not allowed)")
     return "/".join(parts)
 
 
@@ -50,10 +56,10 @@ class Environment(Frozen):
 
     python: Annotated[str, AfterValidator(_specifier)] = ">=3.11"
     """Interpreter version constraint (PEP 440); a bare ``3.11`` means ``==3.11.*``."""
-    lock: Annotated[str, Field(min_length=1), AfterValidator(_relative)]
+    lock: Annotated[str, Field(min_length=1), AfterValidator(relative_path)]
     """Requirements lock: every distribution pinned ``name==version`` with ``--hash`` lines
     (``harness env lock`` writes it from ``requirements``)."""
-    requirements: Annotated[str, AfterValidator(_relative)] | None = None
+    requirements: Annotated[str, AfterValidator(relative_path)] | None = None
     """Loose input of ``harness env lock`` (requirements syntax); optional."""
     system_packages: tuple[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.+-]*$")], ...] = ()
     """Debian packages the container image must provide (checked, never installed: the

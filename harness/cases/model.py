@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.cases.environment import Environment
+from harness.cases.environment import Environment, relative_path
 from harness.frozen import Frozen, FrozenInput
 
 __all__ = [
@@ -66,12 +66,7 @@ Argv = Annotated[tuple[str, ...], Field(min_length=1), AfterValidator(_argv)]
 
 def _relative_path(value: str) -> str:
     """Reject absolute paths and paths that climb out of the case folder."""
-    if not value or value.startswith("/") or re.match(r"^[A-Za-z]:", value):
-        raise ValueError(f"expected a relative path inside the case folder, got {value!r}")
-    parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise ValueError(f"path {value!r} escapes the case folder ('..' is not allowed)")
-    return "/".join(parts)
+    return relative_path(value, "the case folder")
 
 
 RelPath = Annotated[str, Field(min_length=1), AfterValidator(_relative_path)]
