@@ -15,13 +15,25 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["CHAT_PATH", "Call", "Endpoint", "Reply", "read_body", "refusal"]
+__all__ = [
+    "CHAT_PATH",
+    "ENDPOINT_CONNECTIONS",
+    "PROCESS_CONNECTIONS",
+    "REQUEST_SECONDS",
+    "Call",
+    "Endpoint",
+    "QuietServer",
+    "Reply",
+    "read_body",
+    "refusal",
+]
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_BODY = 16 << 20
@@ -31,6 +43,20 @@ HELD_BYTES = 64 << 20
 body is held from the moment it is read until its reply is sent. A request that would go
 over it is read and dropped, and answered 429 (clients retry that): many concurrent
 connections cannot make the gateway hold their bodies without bound."""
+ENDPOINT_CONNECTIONS = 64
+"""Most connections one endpoint (an agent phase's socket) serves at once, each on its own
+thread. The next is answered 503 ``connections`` and closed by the accepting thread itself,
+without a thread of its own: an agent opening thousands of connections costs the harness
+no more than this many threads (an outside red team's 32,000 reached 19,600 threads and
+hung the run)."""
+PROCESS_CONNECTIONS = 1024
+"""Most connections all the gateway's servers of one process (the run's coordinating
+process, or one Dask worker) serve at once: the backstop of :data:`ENDPOINT_CONNECTIONS`
+when many phases flood together (16 flooding phases reach it)."""
+REQUEST_SECONDS = 10.0
+"""Most seconds a connection may take to deliver a complete request (its head and body)
+once it is ready for one (accepted, or its previous reply sent): a connection that stalls,
+or stays idle between calls, longer is shut down and its thread returns."""
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -86,7 +112,18 @@ def _host_ok(host: str | None) -> bool:
     return parts.hostname in _LOOPBACK_HOSTS
 
 
-class _Handler(BaseHTTPRequestHandler):
+class TimedHandler(BaseHTTPRequestHandler):
+    """A handler whose every request must arrive within its server's ``request_seconds``."""
+
+    server: QuietServer
+
+    def handle_one_request(self) -> None:
+        """Arm the connection's deadline for the next request, then serve it."""
+        self.server.arm(self.connection)
+        super().handle_one_request()
+
+
+class _Handler(TimedHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: an agent's calls reuse one connection
     server_version = "harness-gateway"
     sys_version = ""
@@ -146,6 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
         try:
             body = read_body(self)
+            self.server.disarm(self.connection)  # the request is in: the call may take long
             if isinstance(body, tuple):
                 return self._refuse(*body)
             auth = self.headers.get("Authorization", "")
@@ -169,11 +207,122 @@ def _drain(handler: BaseHTTPRequestHandler, length: int) -> None:
         left -= len(chunk)
 
 
+class _Slots:
+    """A count of connections served at once, up to a bound (shared by servers)."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Count one more connection, unless that goes over the bound."""
+        with self._lock:
+            if self._used >= self.bound:
+                return False
+            self._used += 1
+            return True
+
+    def give(self) -> None:
+        """Forget a connection counted by :meth:`take`."""
+        with self._lock:
+            self._used -= 1
+
+
+_PROCESS_SLOTS = _Slots(PROCESS_CONNECTIONS)
+_TURNED_AWAY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s"
+)
+
+
+def _turn_away(conn: socket.socket, bound: int) -> None:
+    """Say why a connection over the bound is closed, if its buffer takes it (never waits)."""
+    body = refusal(
+        503,
+        f"too many connections to the gateway at once (at most {bound}): retry later",
+        "connections",
+    ).body
+    with contextlib.suppress(OSError):
+        conn.send(_TURNED_AWAY % (len(body), body), socket.MSG_DONTWAIT)
+
+
 class QuietServer(ThreadingHTTPServer):
-    """A threading server whose clients may hang up mid-reply: that is quietly dropped."""
+    """A threading server with bounded connections, each held only while it delivers.
+
+    At most ``max_connections`` connections (and :data:`PROCESS_CONNECTIONS` over all the
+    servers of the process) are served at once, one thread each; the accepting thread
+    answers the next 503 and closes it without starting one. A connection must deliver
+    each request within ``request_seconds`` (its handler arms the deadline, see
+    :class:`TimedHandler`, and disarms it once the request is read); the accepting thread
+    shuts down one that does not, so its thread returns. :meth:`drop_connections` shuts
+    them all down. Clients hanging up mid-reply are dropped quietly.
+    """
 
     daemon_threads = True
     block_on_close = False
+    max_connections = PROCESS_CONNECTIONS
+    request_seconds = REQUEST_SECONDS
+
+    def __init__(self, address: Any, handler: Any) -> None:
+        self._conns: dict[Any, float | None] = {}
+        """Connection served → monotonic deadline of the request it waits for (or none)."""
+        self._conns_lock = threading.Lock()
+        self._swept = 0.0
+        super().__init__(address, handler)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Serve a new connection only within the bounds (the accepting thread answers it)."""
+        with self._conns_lock:
+            ok = len(self._conns) < self.max_connections and _PROCESS_SLOTS.take()
+            if ok:
+                self._conns[request] = time.monotonic() + self.request_seconds
+        if not ok:
+            _turn_away(request, self.max_connections)
+        return ok
+
+    def shutdown_request(self, request: Any) -> None:
+        """Close a connection and free its place (whether it was served or turned away)."""
+        with self._conns_lock:
+            served = request in self._conns
+            self._conns.pop(request, None)
+        if served:
+            _PROCESS_SLOTS.give()
+        super().shutdown_request(request)
+
+    def arm(self, conn: Any) -> None:
+        """Start the deadline of the request ``conn`` is about to deliver."""
+        with self._conns_lock:
+            if conn in self._conns:
+                self._conns[conn] = time.monotonic() + self.request_seconds
+
+    def disarm(self, conn: Any) -> None:
+        """Stop the deadline of ``conn``: its request was read, answering it may take long."""
+        with self._conns_lock:
+            if conn in self._conns:
+                self._conns[conn] = None
+
+    def service_actions(self) -> None:
+        """Shut down the connections past their deadline (the serving loop calls this)."""
+        now = time.monotonic()
+        if now - self._swept < 0.1:
+            return
+        self._swept = now
+        with self._conns_lock:
+            late = [c for c, due in self._conns.items() if due is not None and due <= now]
+            for conn in late:
+                self._conns[conn] = None  # shut down once; its thread frees the place
+        for conn in late:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def drop_connections(self) -> None:
+        """Shut down every connection served: their threads return."""
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Drop a client that went away (its phase ended) quietly; report anything else."""
@@ -185,6 +334,7 @@ class _Server(QuietServer):
     # socketserver's default backlog of 5 makes a burst of concurrent calls fail to connect
     # (EAGAIN on a unix socket) before the gateway sees them.
     request_queue_size = 128
+    max_connections = ENDPOINT_CONNECTIONS
 
     def __init__(
         self, address: Any, endpoint: Callable[[Call], Reply], family: socket.AddressFamily
@@ -242,9 +392,14 @@ class Endpoint:
         return f"http://127.0.0.1:{self._server.server_port}"
 
     def close(self) -> None:
-        """Stop serving, close the socket and remove its path."""
+        """Stop serving, close the socket, remove its path and shut down every connection.
+
+        The connections' threads return at once (a call already sent upstream runs on to
+        its end; its reply goes nowhere); nothing waits for them here.
+        """
         self._server.shutdown()
         self._server.server_close()
+        self._server.drop_connections()
         self._thread.join(timeout=5)
         if self.unix_path is not None:
             with contextlib.suppress(FileNotFoundError):

@@ -30,7 +30,6 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -42,7 +41,15 @@ from harness.cases.model import Limits
 from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
 from harness.frozen import Frozen as _Frozen
-from harness.gateway._http import Call, Endpoint, QuietServer, Reply, read_body, refusal
+from harness.gateway._http import (
+    Call,
+    Endpoint,
+    QuietServer,
+    Reply,
+    TimedHandler,
+    read_body,
+    refusal,
+)
 from harness.gateway._upstream import call_bound
 from harness.project import Upstream
 from harness.store.records import ModelUsage, TrialKey
@@ -56,6 +63,10 @@ _PREFIX = "/link/v1/"
 _MARK = "X-Harness-Gateway"
 """Set on every reply that is the session's own: anything else is a fault of the link."""
 _AGENT_TOKEN = "X-Agent-Token"
+LINK_REQUEST_SECONDS = 60.0
+"""Most seconds a link connection may take to deliver a request, or stay idle between two
+(:data:`~harness.gateway._http.REQUEST_SECONDS` on the agent's side); its connections are
+bounded as every gateway server's (``PROCESS_CONNECTIONS``)."""
 _SETTLED = "X-Harness-Settled"
 """On a call's reply once the session has decided the trial: the worker stops the phase."""
 
@@ -152,7 +163,7 @@ class _Closed(_Frozen):
 # ------------------------------------------------------------------------ coordinator side
 
 
-class _LinkHandler(BaseHTTPRequestHandler):
+class _LinkHandler(TimedHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: a worker's calls reuse one connection
     server_version = "harness-gateway-link"
     sys_version = ""
@@ -185,6 +196,7 @@ class _LinkHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         link = self.server.link
         body = read_body(self)  # read even when refused next (see read_body)
+        self.server.disarm(self.connection)
         if isinstance(body, tuple):
             return self._refuse(*body)
         auth = self.headers.get("Authorization", "")
@@ -210,30 +222,13 @@ class _LinkHandler(BaseHTTPRequestHandler):
 
 
 class _LinkHTTPServer(QuietServer):
+    # Bodies of up to MAX_BODY cross the network here, not a local socket: a longer bound.
+    request_seconds = LINK_REQUEST_SECONDS
+
     def __init__(self, host: str, link: LinkServer) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.link = link
-        self._conns: set[socket.socket] = set()
-        self._conns_lock = threading.Lock()
         super().__init__((host, 0), _LinkHandler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._conns_lock:
-            self._conns.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._conns_lock:
-            self._conns.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        """Cut kept-alive connections too: a stopped link answers nothing more."""
-        with self._conns_lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
 
 
 class LinkServer:

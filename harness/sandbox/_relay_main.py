@@ -1,12 +1,14 @@
 """The endpoint relay, run INSIDE a sandbox before the command (standard library only).
 
-Usage: ``python3 -I -S -c <this source> PORT SOCKET -- ARGV...``
+Usage: ``python3 -I -S -c <this source> PORT SOCKET MAX -- ARGV...``
 
 It listens on ``127.0.0.1:PORT`` (port 0 or a taken port: any free one), then double-forks
 a relay that pipes every TCP connection to the unix socket ``SOCKET`` (the one
 harness-provided endpoint, bound into the sandbox), sets ``HARNESS_ENDPOINT`` and execs
 ``ARGV``: the command keeps its own pid, exit status and signals. The relay detaches from
-the command's stdio and dies with the sandbox (pid namespace / container).
+the command's stdio and dies with the sandbox (pid namespace / container). It pipes at
+most ``MAX`` connections at once (two threads each, in the sandbox's own pids); the next
+is closed at once. A connection the endpoint closes is closed both ways.
 """
 
 import contextlib
@@ -39,21 +41,48 @@ def _serve_one(conn: socket.socket, path: str) -> None:
         conn.close()
         up.close()
         return
-    back = threading.Thread(target=_pump, args=(up, conn), daemon=True)
-    back.start()
+    back = threading.Thread(target=_pump_back, args=(up, conn), daemon=True)
+    try:
+        back.start()
+    except RuntimeError:  # no thread left in the sandbox's pids: this connection only
+        up.close()
+        conn.close()
+        return
     _pump(conn, up)
     back.join()
     conn.close()
     up.close()
 
 
-def _serve(srv: socket.socket, path: str) -> None:
+def _pump_back(up: socket.socket, conn: socket.socket) -> None:
+    """Pipe the endpoint's replies; once it closes, end the client's side too."""
+    _pump(up, conn)
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)  # wakes the forward pump: nothing more is read
+
+
+def _serve(srv: socket.socket, path: str, most: int) -> None:
+    slots = threading.BoundedSemaphore(most)
+
+    def one(conn: socket.socket) -> None:
+        try:
+            _serve_one(conn, path)
+        finally:
+            slots.release()
+
     while True:
         try:
             conn, _ = srv.accept()
         except OSError:
             continue
-        threading.Thread(target=_serve_one, args=(conn, path), daemon=True).start()
+        if not slots.acquire(blocking=False):
+            conn.close()  # over the bound: closed at once, no thread
+            continue
+        try:
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+        except RuntimeError:
+            conn.close()
+            slots.release()
 
 
 def _listen(port: int) -> socket.socket:
@@ -69,9 +98,10 @@ def _listen(port: int) -> socket.socket:
 
 def main() -> None:
     """Listen, detach the relay, exec the command."""
-    port, path, sep, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+    port, path, most, sep = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    argv = sys.argv[5:]
     if sep != "--" or not argv:
-        sys.stderr.write("harness relay: usage: PORT SOCKET -- ARGV...\n")
+        sys.stderr.write("harness relay: usage: PORT SOCKET MAX -- ARGV...\n")
         os._exit(125)
     srv = _listen(port)
     bound = srv.getsockname()[1]
@@ -84,7 +114,7 @@ def main() -> None:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         try:
-            _serve(srv, path)
+            _serve(srv, path, most)
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
