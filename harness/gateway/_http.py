@@ -252,11 +252,12 @@ class QuietServer(ThreadingHTTPServer):
 
     At most ``max_connections`` connections (and :data:`PROCESS_CONNECTIONS` over all the
     servers of the process) are served at once, one thread each; the accepting thread
-    answers the next 503 and closes it without starting one. A connection must deliver
-    each request within ``request_seconds`` (its handler arms the deadline, see
-    :class:`TimedHandler`, and disarms it once the request is read); the accepting thread
-    shuts down one that does not, so its thread returns. :meth:`drop_connections` shuts
-    them all down. Clients hanging up mid-reply are dropped quietly.
+    answers the next 503 and closes it without starting one. Under a
+    :class:`TimedHandler`, a connection must deliver each request within
+    ``request_seconds`` (the handler arms the deadline and disarms it once the request is
+    read); the accepting thread shuts down one that does not, so its thread returns.
+    :meth:`drop_connections` shuts them all down. Clients hanging up mid-reply are dropped
+    quietly.
     """
 
     daemon_threads = True
@@ -276,7 +277,7 @@ class QuietServer(ThreadingHTTPServer):
         with self._conns_lock:
             ok = len(self._conns) < self.max_connections and _PROCESS_SLOTS.take()
             if ok:
-                self._conns[request] = time.monotonic() + self.request_seconds
+                self._conns[request] = None  # a TimedHandler arms it when it starts
         if not ok:
             _turn_away(request, self.max_connections)
         return ok
