@@ -591,12 +591,8 @@ def decide(
         reasons += rule_baseline_replayed(stored_baseline)
     rule_policy = policy
     if baseline_pooled and stored_baseline is not None:
-        level = _pooled_level(policy, candidate, stored_baseline, baseline)
-        reasons += rule_baseline_pooled(stored_baseline, baseline, alpha=policy.alpha, level=level)
-        if level < policy.alpha:
-            rule_policy = policy.model_copy(
-                update={"alpha": level, "warn_alpha": policy.warn_level}
-            )
+        rule_policy, found = _pooled_policy(policy, candidate, stored_baseline, baseline)
+        reasons += found
     reasons += rule_infra(policy, [("candidate", cand_sum), ("baseline", base_sum)])
     drift, found = rule_drift(policy, baseline, stored_baseline)
     reasons += found
@@ -641,6 +637,17 @@ def decide(
         baseline_replayed=baseline_replayed,
         baseline_pooled=baseline_pooled,
     )
+
+
+def _pooled_policy(
+    policy: Policy, candidate: ArmData, pool: ArmData, live: ArmData | None
+) -> tuple[Policy, list[Reason]]:
+    """Return the policy the rule applies against a pool (its FAIL level lowered) and why."""
+    level = _pooled_level(policy, candidate, pool, live)
+    reasons = rule_baseline_pooled(pool, live, alpha=policy.alpha, level=level)
+    if level >= policy.alpha:
+        return policy, reasons
+    return policy.model_copy(update={"alpha": level, "warn_alpha": policy.warn_level}), reasons
 
 
 def _pooled_level(policy: Policy, candidate: ArmData, pool: ArmData, live: ArmData | None) -> float:
