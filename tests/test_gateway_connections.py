@@ -88,7 +88,8 @@ def test_connections_over_the_bound_are_turned_away_without_a_thread(gateway: Ga
         # The phase's end shuts down the stalled connections at once: their threads return.
         session.close()
         assert all(_read_all(s) == b"" for s in socks[:ENDPOINT_CONNECTIONS])
-        assert _wait_for(lambda: _threads() <= before, 5.0) < 2.0
+        # at once, not at the 10 s request deadline (margin for 2 busy cores)
+        assert _wait_for(lambda: _threads() <= before, 20.0) < 6.0
     finally:
         _close_all(socks)
 
@@ -103,7 +104,7 @@ def test_a_stalled_request_head_is_closed_after_its_deadline(
         try:
             start = time.monotonic()
             assert all(_read_all(s) == b"" for s in socks)  # shut down, nothing answered
-            assert time.monotonic() - start < 3.0
+            assert time.monotonic() - start < 8.0  # the 0.5 s deadline, not the 10 s socket timeout
             _wait_for(lambda: _threads() <= before, 5.0)
             # The places are free again: a new connection is served, not turned away.
             again = _stall(session.socket_path, 1)

@@ -120,6 +120,9 @@ def test_a_connection_flood_ends_as_the_trials_own_within_its_timeout(
     # The flood costs a served connection's thread each, at most the bound, plus the
     # trial's own few (sandbox, watchers) — not one per connection opened.
     assert threads.peak - before <= ENDPOINT_CONNECTIONS + 16, (threads.peak, before)
-    assert took < TIMEOUT + 20, took
+    assert took < TIMEOUT + 40, took  # main's code took 154 s
     assert out.record.verdict.outcome in (Outcome.PASS, Outcome.FAIL)
-    assert _ThreadPeak.now() <= before + 4  # every connection's thread has returned
+    deadline = time.monotonic() + 20  # every connection's thread has returned
+    while _ThreadPeak.now() > before + 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _ThreadPeak.now() <= before + 4
