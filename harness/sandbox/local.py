@@ -406,7 +406,7 @@ class LocalSession:
                 "ALL",
                 # Only what setpriv needs to leave uid 0; gone with the uid switch.
                 *(_DROP_CAPS if drop else []),
-                *system_binds(),
+                *system_binds(self._root.parent),
                 "--dev",
                 "/dev",
                 "--proc",

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import sys
 from pathlib import Path
 
@@ -329,7 +330,9 @@ def test_a_bwrap_setup_failure_is_infra_never_the_commands_exit(
     with LocalSandbox(tmp_path).open(PhaseContract(), label="setup-fails") as s:
         assert s.exec(["sh", "-c", "exit 1"]).exit_code == 1  # a real exit 1 stays a result
         monkeypatch.setattr(
-            local, "system_binds", lambda: ["--ro-bind", "/nonexistent-src", "/x", *real()]
+            local,
+            "system_binds",
+            lambda *a: ["--ro-bind", "/nonexistent-src", "/x", *real(*a)],
         )
         with pytest.raises(SandboxUnavailableError) as info:
             s.exec(["true"])
@@ -346,8 +349,52 @@ def test_the_host_root_is_not_bound_recursively_over_other_sessions(tmp_path: Pa
     pairs = list(zip(cmd, cmd[1:], cmd[2:], strict=False))
     assert ("--ro-bind", "/", "/") not in pairs
     assert ("--ro-bind", "/usr", "/usr") in pairs
-    assert not any(a == "--ro-bind" and b.startswith("/tmp") for a, b, _ in pairs)
+    # The one bind from the temp dir is this process's staged /etc: a plain folder.
+    from_tmp = [(b, c) for a, b, c in pairs if a == "--ro-bind" and b.startswith("/tmp")]
+    assert [c for _, c in from_tmp] == ["/etc"], from_tmp
+    assert not any(
+        os.path.ismount(os.path.join(r, d)) for r, ds, _ in os.walk(from_tmp[0][0]) for d in ds
+    )
     assert cmd[cmd.index("--remount-ro") + 1] == "/"
+
+
+@pytest.mark.integration
+def test_the_curated_etc_is_one_staged_bind_with_what_the_sandbox_user_could_read(
+    tmp_path: Path,
+) -> None:
+    """One read-only bind of a copy made once per process: the curated entries the sandbox
+    user can read, nothing else (no ssl/private, no shadow); per-entry binds when no copy."""
+    from harness.sandbox._view import _SYSTEM_ETC, staged_etc, system_binds
+
+    etc = staged_etc(tmp_path)
+    assert etc is not None and staged_etc(tmp_path) == etc  # made once
+    assert etc.parent.name.startswith(f"harness-etc-p{os.getpid()}-")
+    assert oct(etc.parent.stat().st_mode & 0o777) == "0o700"
+    assert set(os.listdir(etc)) <= set(_SYSTEM_ETC)
+    assert {n for n in _SYSTEM_ETC if os.path.lexists(f"/etc/{n}")} == set(os.listdir(etc))
+    for root, dirs, files in os.walk(etc):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(root, name))
+            if not stat.S_ISLNK(st.st_mode):
+                assert st.st_mode & 0o004, f"{name} is not world-readable, yet staged"
+    assert not (etc / "ssl" / "private").exists()
+    args = system_binds(tmp_path)
+    assert args.count("/etc") == 1 and args[args.index("/etc") - 2 : args.index("/etc")] == [
+        "--ro-bind",
+        str(etc),
+    ]
+    with LocalSandbox(tmp_path).open(_contract(), label="etc") as s:
+        r = s.exec(["sh", "-c", "cat /etc/passwd; ls /etc/ssl; touch /etc/x || echo refused"])
+    assert r.stdout.decode().startswith(Path("/etc/passwd").read_text()), r
+    assert "private" not in r.stdout.decode().splitlines()
+    assert r.stdout.decode().rstrip().endswith("refused")
+    # A base dir where no copy can be made: the same entries, bound one by one.
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("")
+    fallback = system_binds(blocked)
+    assert ("--ro-bind", "/etc/passwd", "/etc/passwd") in list(
+        zip(fallback, fallback[1:], fallback[2:], strict=False)
+    )
 
 
 @pytest.mark.integration
