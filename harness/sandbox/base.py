@@ -34,6 +34,7 @@ __all__ = [
     "SANDBOX_IO",
     "SANDBOX_UID",
     "SANDBOX_WORKSPACE",
+    "START_LINE",
     "Bound",
     "ExecResult",
     "Sandbox",
@@ -42,9 +43,11 @@ __all__ = [
     "SealedView",
     "Termination",
     "ViewMount",
+    "is_start_checked",
     "lock_plan",
     "session_env",
-    "start_probe",
+    "split_start",
+    "start_checked",
 ]
 
 SANDBOX_UID = 65534
@@ -169,14 +172,51 @@ class SealedView(BaseModel):
     into the agent phase; ``None`` means no endpoint at all."""
 
 
-def start_probe(program: str) -> tuple[str, ...]:
-    """Return the command that tells whether ``program`` can start in a session.
+START_LINE = b"harness: started\n"
+"""The line :func:`start_checked` writes to stderr once the command resolved."""
+_UNRESOLVED_LINE = b"harness: not found\n"
+_START_SCRIPT = (
+    'if command -v -- "$1" >/dev/null 2>&1; then printf "harness: started\\n" >&2; '
+    'exec "$@"; fi; printf "harness: not found\\n" >&2; exit 127'
+)
 
-    Run before any candidate code: exit 0 when the session's shell resolves ``program``
-    (a name on ``PATH``, or an executable path), non-zero otherwise. It tells "the verifier
-    could not start" apart from candidate code exiting 126/127 under the tests.
+
+def start_checked(argv: Sequence[str]) -> tuple[str, ...]:
+    """Return ``argv`` wrapped so it runs only once the session's shell resolves ``argv[0]``.
+
+    The wrapper (``/bin/sh``, before anything of ``argv`` runs) resolves the first word
+    (``command -v``: a name on ``PATH`` or an executable path) and writes one line to
+    stderr: :data:`START_LINE`, then becomes ``argv``; or "not found" and exits 127. Read
+    the result with :func:`split_start`. Nothing of ``argv`` can write before that line,
+    so candidate code exiting 127 under the tests is never taken for "the verifier could
+    not start", and the check costs no separate command.
     """
-    return ("/bin/sh", "-c", 'command -v -- "$1" >/dev/null', "probe", program)
+    return ("/bin/sh", "-c", _START_SCRIPT, "sh", *argv)
+
+
+def split_start(res: ExecResult, argv: Sequence[str]) -> tuple[bool, ExecResult]:
+    """Return whether :func:`start_checked`'s command started, and its result without the line.
+
+    The result's ``argv`` is ``argv`` (the command as given), its stderr what the command
+    wrote. Not started: the first word did not resolve, or the wrapper never said so
+    (killed first); either way no code of ``argv`` ran.
+    """
+    started = res.stderr.startswith(START_LINE)
+    if not started:
+        return False, res.model_copy(update={"argv": tuple(argv)})
+    cut = len(START_LINE)
+    return True, res.model_copy(
+        update={
+            "argv": tuple(argv),
+            "stderr": res.stderr[cut:],
+            "stderr_total": max(0, res.stderr_total - cut),
+        }
+    )
+
+
+def is_start_checked(argv: Sequence[str]) -> bool:
+    """Tell whether ``argv`` was made by :func:`start_checked` (the fake backend unwraps it)."""
+    return tuple(argv[:4]) == ("/bin/sh", "-c", _START_SCRIPT, "sh") and len(argv) > 4
 
 
 def session_env(

@@ -17,12 +17,13 @@ from pathlib import Path
 from harness.cases.model import PhaseContract
 from harness.sandbox._treebound import check_host_tree
 from harness.sandbox.base import (
+    START_LINE,
     ExecResult,
     SandboxPaths,
     SandboxSession,
     SealedView,
     Termination,
-    start_probe,
+    is_start_checked,
 )
 from harness.sandbox.owner import owned_prefix
 
@@ -144,9 +145,16 @@ class FakeSession:
         timeout: float | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        """Hand the call to the handler (a :func:`start_probe` always resolves here)."""
-        if tuple(argv) == start_probe(argv[-1]):
-            return exited(argv)
+        """Hand the call to the handler (a :func:`start_checked` command always resolves)."""
+        if is_start_checked(argv):
+            res = self.exec(argv[4:], env=env, cwd=cwd, timeout=timeout, stdin=stdin)
+            return res.model_copy(
+                update={
+                    "argv": tuple(argv),
+                    "stderr": START_LINE + res.stderr,
+                    "stderr_total": res.stderr_total + len(START_LINE),
+                }
+            )
         call = ExecCall(
             tuple(argv),
             dict(env or {}),

@@ -41,7 +41,8 @@ from harness.sandbox.base import (
     SandboxSession,
     SealedView,
     ViewMount,
-    start_probe,
+    split_start,
+    start_checked,
 )
 from harness.store.records import (
     CheckResult,
@@ -359,9 +360,7 @@ def verifier_phase(
             _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
-        with clock.step("cross_check"):
-            _check_starts(v, case.verifier.command, timeout)
-        res = v.exec(case.verifier.command, env=guard_env(GUARD_MOUNT, nonce), timeout=timeout)
+        res = _run_verifier(v, case.verifier.command, guard_env(GUARD_MOUNT, nonce), timeout)
         with clock.step("cross_check"):
             artifacts = {
                 rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
@@ -416,23 +415,28 @@ def _put_candidate(
         ) from exc
 
 
-def _check_starts(v: SandboxSession, command: Sequence[str], timeout: float) -> None:
-    """Tell "the verifier could not start" apart from candidate code exiting 126/127.
+def _run_verifier(
+    v: SandboxSession, command: Sequence[str], env: dict[str, str], timeout: float
+) -> ExecResult:
+    """Run the verifier, telling "it could not start" apart from candidate code exiting 127.
 
-    Before any candidate code runs, the session's shell resolves the command's first word
-    (``command -v``: a name on ``PATH`` or an executable path). Only a command that does
-    not resolve is the evaluator's error; once it resolved, any exit status of the run is
-    judged as the verifier's (:func:`harness.trial.verify.judge_verifier` with ``started``).
+    The command runs under :func:`~harness.sandbox.base.start_checked`: before any
+    candidate code runs, the session's shell resolves its first word (a name on ``PATH``
+    or an executable path) in the same start. Only a command that does not resolve is the
+    evaluator's error; once it resolved, any exit status is judged as the verifier's
+    (:func:`harness.trial.verify.judge_verifier` with ``started``).
 
     Raises:
         EvaluatorError: the verifier command is not found or not executable here.
     """
-    done = v.exec(start_probe(command[0]), timeout=min(timeout, 60.0))
-    if not done.ok:
+    res = v.exec(start_checked(command), env=env, timeout=timeout)
+    started, res = split_start(res, command)
+    if not started:
         raise EvaluatorError(
             f"the verifier command {command[0]!r} is not found or not executable in the "
-            f"verifier's sandbox (exit {done.exit_code}, {done.termination.value})"
+            f"verifier's sandbox (exit {res.exit_code}, {res.termination.value})"
         )
+    return res
 
 
 def _runner_checks(
