@@ -207,6 +207,8 @@ def tree_too_deep(root: str | os.PathLike[str], max_depth: int = MAX_TREE_DEPTH)
 
 def _json_depth_over(text: str | bytes, max_depth: int) -> bool:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return False  # fewer openers than the bound: no nesting can pass it (the usual case)
     depth, in_str, escaped = 0, False, False
     for byte in data:
         if in_str:
@@ -238,12 +240,24 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, **kwargs: 
     if _json_depth_over(text, max_depth):
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
     try:
-        return storable(json.loads(text, **kwargs))
+        value = json.loads(text, **kwargs)
     except RecursionError as exc:  # a bound above the interpreter's limit: still a ValueError
         raise ValueError("JSON nested too deep to parse") from exc
+    return value if _has_no_surrogate(text) else storable(value)  # most skip the walk
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_no_surrogate(text: str | bytes) -> bool:
+    """Tell whether parsing ``text`` surely made no lone surrogate.
+
+    In ASCII, JSON can spell one only as a backslash-u escape (other bytes are decoded with
+    ``surrogatepass`` and may carry them); a ``str`` may carry them as they are.
+    """
+    if isinstance(text, bytes):
+        return text.isascii() and b"\\u" not in text
+    return "\\u" not in text and _SURROGATE.search(text) is None
 
 
 def storable(value: Any) -> Any:

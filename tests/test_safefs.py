@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import _safefs
 from harness._safefs import (
@@ -474,3 +476,34 @@ def test_copy_tree_names_an_entry_it_cannot_read(tmp_path: Path, monkeypatch) ->
     with pytest.raises(UnreadableEntry, match="cannot read 'secret': Permission denied") as exc:
         copy_tree(src, tmp_path / "dst")
     assert str(tmp_path) not in str(exc.value)
+
+
+_json_texts = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(), kids, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(
+    _json_texts,
+    st.sampled_from(["ascii", "utf-8", "utf-16", "str"]),
+    st.sampled_from(["", "\\ud800", "\\udcff", "\\ud83d\\ude00", "\ud800"]),
+)
+def test_loads_json_fast_path_agrees_with_the_walk(value: object, form: str, extra: str) -> None:
+    """Skipping the surrogate walk never changes a result, whatever the text's form."""
+    text = json.dumps([value, "x" + extra], ensure_ascii=form == "ascii").replace("\\\\u", "\\u")
+    data: str | bytes = text
+    if form != "str":
+        try:
+            data = text.encode("utf-8" if form == "ascii" else form, "surrogatepass")
+        except UnicodeEncodeError:
+            return
+    try:
+        expected = storable(json.loads(data))
+    except ValueError:
+        with pytest.raises(ValueError):
+            loads_json(data)
+        return
+    assert loads_json(data) == expected
+    json.dumps(loads_json(data), ensure_ascii=False).encode("utf-8")
