@@ -11,8 +11,10 @@ again; only the coordinator writes records.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -238,6 +240,20 @@ def sweep_orphans(backend: str) -> int:
     return removed
 
 
+def _preload_gate() -> None:
+    """Import the gate's paired statistics on a thread while preflight and trials run.
+
+    ``scipy.stats`` (the tests against a baseline) takes about a second to import, paid
+    after the last trial otherwise; the gate's own import waits for this one to finish.
+    """
+
+    def load() -> None:
+        with contextlib.suppress(ImportError):
+            import scipy.stats  # noqa: F401
+
+    threading.Thread(target=load, name="preload-gate", daemon=True).start()
+
+
 def run_release(
     project: Project, request: RunRequest, observer: RunObserver | None = None
 ) -> RunOutcome:
@@ -280,6 +296,8 @@ def run_release(
         removed = sweep_orphans(plan.record.backend)
         if removed:
             obs.swept(removed)
+        if plan.record.baseline is not None:
+            _preload_gate()
         _preflight(project, plan, obs, request.jobs or os.cpu_count() or 1)
         link = getattr(served, "link", None)  # where Dask workers reach the gateway
         executor = make_executor(request.executor, request.scheduler, request.jobs, link)

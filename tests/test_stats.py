@@ -197,3 +197,10 @@ def test_recent_counts_are_the_last_k_judged_trials() -> None:
     assert recent_counts(arm, 6) == {"a": (5, 6), "b": (1, 2), "c": (0, 0)}
     with pytest.raises(ValueError, match="k must be"):
         recent_counts(arm, 0)
+
+
+@given(st.floats(min_value=0.001, max_value=0.999), st.integers(min_value=1, max_value=10_000))
+def test_t_quantile_is_scipy_stats_t_ppf_to_the_bit(q: float, df: int) -> None:
+    from harness.gate.stats import t_ppf
+
+    assert t_ppf(q, df) == float(sps.t.ppf(q, df))
