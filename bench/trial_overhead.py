@@ -12,6 +12,12 @@ bare subprocesses in a loop (copying the same starting tree to a temp dir per tr
 the golden set and runs the pipeline with and without it, to measure what mounting the
 environment and checking its fingerprint costs per trial (built once before timing).
 
+``--backend docker`` runs the pipeline on the Docker backend and compares it with plain
+``docker run``s of the same image, one for the agent and one for the verifier per trial,
+each with the trial's copied tree bound at ``/workspace`` (target: <= 1.3x):
+
+    python bench/trial_overhead.py --backend docker --cases 10 --k 3 --command true
+
 ``--command python`` uses ``python3 -c pass``-like commands (what real agents and verifiers
 start with); ``--command true`` isolates the fixed cost of the sandbox itself.
 """
@@ -66,10 +72,10 @@ def build(root: Path, n: int, kind: str, env_lock: Path | None = None) -> None:
     write_lock(root / "cases/golden.lock.yaml", lock)
 
 
-def pipeline(root: Path, k: int) -> float:
+def pipeline(root: Path, k: int, backend: str = "local") -> float:
     project = load_project(root)
     store = Store(project.store_dir)
-    plan = plan_run(project, "noop", k, fresh=True, store=store)
+    plan = plan_run(project, "noop", k, fresh=True, store=store, backend=backend)
     ex = LocalExecutor(1)
     t = time.perf_counter()
     with store.open_run(plan.record) as h:
@@ -92,13 +98,70 @@ def bare(root: Path, n: int, k: int, kind: str) -> float:
     return time.perf_counter() - t
 
 
+def bare_docker(root: Path, n: int, k: int, kind: str) -> float:
+    """Plain ``docker run``s: the agent's and the verifier's, on a copy of the tree."""
+    from harness.sandbox.docker import DEFAULT_IMAGE
+
+    agent, verifier = COMMANDS[kind]
+    flags = ["--rm", "--network", "none", "--memory", "512m", "--pids-limit", "128"]
+    t = time.perf_counter()
+    for i in range(n):
+        src = root / "cases" / f"noop-{i:03d}" / "repo"
+        for _ in range(k):
+            with tempfile.TemporaryDirectory() as tmp:
+                ws = Path(tmp) / "ws"
+                shutil.copytree(src, ws)
+                ws.chmod(0o777)
+                for argv in (agent, verifier):
+                    subprocess.run(
+                        [
+                            "docker",
+                            "run",
+                            *flags,
+                            "-v",
+                            f"{ws}:/workspace",
+                            "-w",
+                            "/workspace",
+                            "-u",
+                            "65534:65534",
+                            DEFAULT_IMAGE,
+                            *argv,
+                        ],
+                        check=True,
+                        capture_output=True,
+                    )
+    return time.perf_counter() - t
+
+
+def main_docker(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        build(root, args.cases, args.command)
+        pipeline(root, 1, "docker")  # image and engine warm, outside the timings
+        pairs = [
+            (bare_docker(root, args.cases, args.k, args.command), pipeline(root, args.k, "docker"))
+            for _ in range(2)
+        ]
+    trials = args.cases * args.k
+    b, p = min(x for x, _ in pairs), min(y for _, y in pairs)
+    print(f"{trials} trials, commands={args.command}, one worker, docker")
+    print(f"plain docker runs    : {b:8.2f} s  ({1000 * b / trials:7.1f} ms/trial)")
+    print(f"harness docker       : {p:8.2f} s  ({1000 * p / trials:7.1f} ms/trial)")
+    print(f"ratios pair by pair  : {', '.join(f'{y / x:.2f}' for x, y in pairs)}")
+    print(f"overhead ratio       : {p / b:8.2f}  (target <= 1.3)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--command", choices=sorted(COMMANDS), default="python")
     ap.add_argument("--env", type=Path, default=None, help="lock file of an environment")
+    ap.add_argument("--backend", choices=("local", "docker"), default="local")
     args = ap.parse_args()
+    if args.backend == "docker":
+        main_docker(args)
+        return
     if args.env is not None:
         compare_env(args)
         return

@@ -240,16 +240,20 @@ def sweep_orphans(backend: str) -> int:
     return removed
 
 
-def _preload_gate() -> None:
-    """Import the gate's paired statistics on a thread while preflight and trials run.
+def _preload_gate(*, paired: bool) -> None:
+    """Import the gate's statistics on a thread while preflight and trials run.
 
-    ``scipy.stats`` (the tests against a baseline) takes about a second to import, paid
-    after the last trial otherwise; the gate's own import waits for this one to finish.
+    ``scipy.special`` (the t quantile) and, when ``paired`` (a baseline), ``scipy.stats``
+    take up to a second or two to import, paid after the last trial otherwise; the gate's
+    own import of a module waits for this one to finish it.
     """
 
     def load() -> None:
         with contextlib.suppress(ImportError):
-            import scipy.stats  # noqa: F401
+            import scipy.special
+
+            if paired:
+                import scipy.stats  # noqa: F401
 
     threading.Thread(target=load, name="preload-gate", daemon=True).start()
 
@@ -296,8 +300,7 @@ def run_release(
         removed = sweep_orphans(plan.record.backend)
         if removed:
             obs.swept(removed)
-        if plan.record.baseline is not None:
-            _preload_gate()
+        _preload_gate(paired=plan.record.baseline is not None)
         _preflight(project, plan, obs, request.jobs or os.cpu_count() or 1)
         link = getattr(served, "link", None)  # where Dask workers reach the gateway
         executor = make_executor(request.executor, request.scheduler, request.jobs, link)
