@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness._safefs import rmtree
 from harness.errors import SandboxUnavailableError
-from harness.sandbox._host import IsolationPlan
+from harness.sandbox._host import IsolationPlan, mount_tmpfs, umount
 from harness.sandbox._relay import RELAY_PYTHON
 from harness.sandbox.base import SealedView
 from harness.sandbox.owner import owned_prefix
@@ -91,6 +91,10 @@ def system_binds(base_dir: Path | None = None) -> list[str]:
     return [*out, "--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
 
 
+_STAGED_MB = 64
+"""Size cap of the staged copy's tmpfs (the curated entries take a few MB; pages are
+used only as written)."""
+
 _staged: dict[Path, Path] = {}
 _staged_lock = threading.Lock()
 
@@ -101,8 +105,9 @@ def staged_etc(base_dir: Path) -> Path | None:
     The copy holds exactly the :data:`_SYSTEM_ETC` entries the sandbox user can read
     (links as links; nothing only root or a group may read, such as ``ssl/private``): the
     files a per-entry bind would show that user. It lives in a folder owned by this
-    process (``harness-etc-p<pid>-…``, mode 0700 around a 0755 ``etc``), is removed at
-    exit, and a killed run's copy is swept like its sessions
+    process (``harness-etc-p<pid>-…``, mode 0700 around a 0755 ``etc``; as root a tmpfs of
+    its own, so no host path shows in the sandbox's mount table), is removed at exit, and
+    a killed run's copy is swept like its sessions
     (:func:`harness.sandbox.prune.prune_local`). None when it cannot be made.
     """
     with _staged_lock:
@@ -113,6 +118,11 @@ def staged_etc(base_dir: Path) -> Path | None:
             root = Path(tempfile.mkdtemp(prefix=owned_prefix("etc"), dir=base_dir))
         except OSError:
             return None
+        if os.geteuid() == 0:
+            # A tmpfs of its own where mounts are allowed: the sandbox's mount table then
+            # names the bind's source inside that tmpfs ("/etc"), not a host path.
+            with contextlib.suppress(OSError):
+                mount_tmpfs(root, _STAGED_MB)
         etc = root / "etc"
         try:
             etc.mkdir(mode=0o755)
@@ -120,7 +130,7 @@ def staged_etc(base_dir: Path) -> Path | None:
             for name in _SYSTEM_ETC:
                 _stage_entry(Path("/etc") / name, etc / name)
         except OSError:
-            rmtree(root)
+            _remove_staged(root)
             return None
         atexit.register(_remove_staged, root)
         _staged[base_dir] = etc
@@ -150,6 +160,8 @@ def _stage_entry(src: Path, dst: Path) -> None:
 
 def _remove_staged(root: Path) -> None:
     with contextlib.suppress(OSError):
+        if os.path.ismount(root):
+            umount(root)
         rmtree(root)
 
 
