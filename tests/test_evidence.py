@@ -66,6 +66,16 @@ def test_every_way_a_report_can_disagree_is_tampering() -> None:
     assert "dropped" in problems(err, report(("t.m::a", "passed"), ("t.m::c", "skipped")))[0]
 
 
+def test_a_record_under_another_secret_is_tampering_even_beside_a_true_stream() -> None:
+    """A guessed secret (or one read from memory and not this run's) is no quiet noise."""
+    err = stream(("t.m::a", "passed"))
+    ok = report(("t.m::a", "passed"))
+    assert problems(err, ok) == []
+    guessed = rec(k="end", run="r", exit=0).replace(NONCE.encode(), b"guess")
+    found = problems(err + guessed, ok)
+    assert any("a secret not this run's" in p for p in found), found
+
+
 def test_a_missing_or_cut_stream_is_tampering_not_no_evidence() -> None:
     ok = report(("t.m::a", "passed"))
     assert "no harness-held evidence" in problems(b"", ok)[0]

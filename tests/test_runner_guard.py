@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,7 @@ def _run(
     extra: dict[str, str] | None = None,
     argv_extra=(),
     locked: dict[str, str] | None = None,
+    nonce: str = "n0nce",
 ):
     ws, guard = tmp_path / "ws", tmp_path / "guard"
     (ws / "tests").mkdir(parents=True)
@@ -41,14 +45,14 @@ def _run(
     files = guard_files(str(ws), ["lib.py", *(extra or {})], [*(locked or {}), "tests/test_lib.py"])
     for rel, data in files.items():
         (guard / rel).write_bytes(data)
-    env = {"PATH": os.environ["PATH"], **guard_env(str(guard), "n0nce")}
+    env = {"PATH": os.environ["PATH"], **guard_env(str(guard), nonce)}
     argv = [sys.executable, "-m", "pytest", "-q", "--junitxml=reports/junit.xml", *argv_extra]
     done = subprocess.run([*argv, "tests"], cwd=ws, env=env, capture_output=True, check=False)
     junit = (ws / "reports" / "junit.xml").read_bytes() if (ws / "reports").exists() else None
-    stream = parse_stream(done.stderr, "n0nce")
+    stream = parse_stream(done.stderr, nonce)
     path = str(ws / "reports" / "junit.xml")
     guarded = stream.ran_tests(path)
-    problems = check_reports(stream, {path: junit}, "n0nce", pytest_command=True)
+    problems = check_reports(stream, {path: junit}, nonce, pytest_command=True)
     return done, junit, guarded, problems
 
 
@@ -177,6 +181,65 @@ def test_the_streams_secret_is_nowhere_the_test_process_can_read(tmp_path):
     done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_probe.py": probe})
     assert done.returncode == 0, done.stdout
     assert guarded and problems == [], problems
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
+    """Which needles a readable mapping of process ``pid`` holds (read as root, from outside)."""
+    found: set[bytes] = set()
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+            span, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, OverflowError, ValueError):
+                continue
+            found.update(n for n in needles if n in data)
+    return sorted(found)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads another process's memory: needs root")
+def test_the_streams_secret_and_marker_are_not_in_the_test_processs_memory(tmp_path):
+    """An outside red team read the marker out of ``/proc/self/mem`` and forged the stream.
+
+    Looked for from outside, while a test runs (after the guard wrote its first records):
+    neither the secret nor the marker sits in the process's memory, in any form code under
+    test could scan for.
+    """
+    nonce = secrets.token_hex(16)
+    ws = tmp_path / "ws"
+    probe = (
+        "import os, pathlib, time\n\n"
+        "def test_wait():\n"
+        "    pathlib.Path('ready').write_text(str(os.getpid()))\n"
+        "    end = time.monotonic() + 60\n"
+        "    while not pathlib.Path('go').exists() and time.monotonic() < end:\n"
+        "        time.sleep(0.02)\n"
+    )
+    seen: list[list[bytes]] = []
+
+    def look() -> None:
+        end = time.monotonic() + 60
+        while not (ws / "ready").exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        try:
+            pid = int((ws / "ready").read_text())
+            seen.append(_memory_holds(pid, [nonce.encode(), b"@@harness:" + nonce.encode()]))
+        finally:
+            (ws / "go").write_text("")
+
+    watcher = threading.Thread(target=look)
+    watcher.start()
+    done, _, guarded, problems = _run(
+        tmp_path, "X = 2\n", locked={"tests/test_probe.py": probe}, nonce=nonce
+    )
+    watcher.join()
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems
+    assert seen == [[]], seen
 
 
 def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:

@@ -125,11 +125,43 @@ def _scrub(entry):
         needle = entry.encode("utf-8", "surrogateescape")
         with open("/proc/self/mem", "r+b", buffering=0) as mem:
             mem.seek(start)
-            at = mem.read(end - start).find(needle)
+            block = mem.read(end - start)
+            at = block.find(needle)
             if at >= 0:
                 mem.seek(start + at)
                 mem.write(b"X" * len(needle))
+            _wipe(block)
+        _wipe(needle)
     except (OSError, ValueError, IndexError):
+        pass
+    _wipe(entry)
+
+
+def _wipe(value):
+    """Zero the characters of a bytes or ASCII str object in place (it is about to go)."""
+    try:
+        import ctypes
+
+        if type(value) is bytes:
+            at = _sys.getsizeof(b"") - 1
+        elif type(value) is str and value.isascii():
+            at = _sys.getsizeof("") - 1
+        else:
+            return
+        ctypes.memset(id(value) + at, 0, len(value))
+    except Exception:
+        pass
+
+
+def _undumpable():
+    """Make this process non-dumpable: the kernel then gives its ``/proc/<pid>/mem`` and
+    ``environ`` to root, so neither this process (the sandbox user) nor any other process
+    of that user can open them, and none may trace it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except Exception:
         pass
 
 
@@ -170,11 +202,25 @@ def _install():
     # out of this process's initial environment block; from here on only the audit hook
     # below holds it, and no Python object reaches an audit hook.
     # (A wrapper that starts pytest as a child keeps it for that child: read, not taken.)
+    # Held masked (XOR with a random key) and unmasked in place only while a record is
+    # written, so no copy of the marker or the secret sits in this process's memory for
+    # code that reads it (``ctypes``) to find; the interpreter's own copies are zeroed.
     running = _pytest_run()
+    held = getattr(_os.environ, "_data", {}).get(b"HARNESS_STREAM") if running else None
     secret = (_os.environ.pop if running else _os.environ.get)("HARNESS_STREAM", "")
+    raw = secret.encode("utf-8", "surrogateescape")
+    sec, key = bytearray(raw), bytearray(_os.urandom(len(raw)))
+    span = range(len(raw))
+    for i in span:
+        sec[i] ^= key[i]
     if secret and running:
         scrub("HARNESS_STREAM=" + secret)
-    prefix = ("\n@@harness:" + secret + "@@ ").encode()
+        for value in (raw, held, secret):
+            _wipe(value)
+        _undumpable()
+    del raw, held, secret
+    head, tail = b"\n@@harness:", b"@@ "
+    writev = _os.writev
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
     try:
@@ -199,16 +245,23 @@ def _install():
     )
     frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
     private = ("/environ", "/mem")
+    native = frozenset(("prctl", "ptrace", "process_vm_readv", "process_vm_writev"))
     getframe = _sys._getframe
     write = _os.write
     pid = _os.getpid
     state = [False, 0]
 
     def out(rec):
+        body = tail + encode(rec).encode("utf-8", "surrogatepass") + b"\n"
+        for i in span:
+            sec[i] ^= key[i]
         try:
-            write(fd, prefix + encode(rec).encode("utf-8", "surrogatepass") + b"\n")
+            writev(fd, (head, sec, body))
         except OSError:
             pass
+        finally:
+            for i in span:
+                sec[i] ^= key[i]
 
     # What a record may have beneath it. Taken when the plugin registers, before any code
     # the candidate wrote can run: pytest's session and per-test protocol (by code object,
@@ -337,6 +390,7 @@ def _install():
             return
         if state[1] >= 50:
             return
+        anyone = False
         if event == "object.__getattr__":
             if len(args) < 2 or args[1] not in frames:
                 return
@@ -348,8 +402,12 @@ def _install():
                 target = target.decode("utf-8", "surrogateescape")
             if not isinstance(target, str):
                 return
-            if event == "open" and target.startswith("/proc/") and target.endswith(private):
-                pass
+            try:
+                full = norm(target if target.startswith("/") else getcwd() + "/" + target)
+            except Exception:
+                full = target
+            if event == "open" and full.startswith("/proc/") and full.endswith(private):
+                anyone = True  # from any frame: a borrowed file name does not excuse it
             else:
                 if event == "open":
                     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
@@ -357,21 +415,20 @@ def _install():
                         isinstance(flags, int) and flags & writes
                     ):
                         return
-                if not locked:
+                if full not in locked:
                     return
-                try:
-                    full = target if target.startswith("/") else getcwd() + "/" + target
-                    if norm(full) not in locked:
-                        return
-                except Exception:
-                    return
+        elif event == "ctypes.dlsym":
+            # what lets a process read its memory or undo the guard's non-dumpable state
+            anyone = len(args) > 1 and args[1] in native
         elif event not in watch and not event.startswith("ctypes."):
             return
         state[0] = True
         try:
             f = getframe(1)
             name = f.f_code.co_filename
-            if name in cand or (name.startswith("<") and not name.startswith("<frozen")):
+            if anyone or name in cand or (
+                name.startswith("<") and not name.startswith("<frozen")
+            ):
                 state[1] += 1
                 out({"k": "x", "pid": pid(), "what": "audit: " + event,
                      "where": "%s:%d" % (name, f.f_lineno)})
@@ -384,7 +441,7 @@ def _install():
 
 
 _install()
-del _install, _scrub
+del _install, _scrub, _wipe, _undumpable
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
@@ -1102,6 +1159,10 @@ class Stream:
         return bool(runs and runs[-1].outcomes)
 
 
+_ANY_MARKER = b"@@harness:"
+_FOREIGN = "a stream record under a secret not this run's"
+
+
 def _marker(nonce: str) -> bytes:
     return f"@@harness:{nonce}@@ ".encode()
 
@@ -1114,6 +1175,8 @@ def parse_stream(stderr: bytes, nonce: str) -> Stream:
     for line in stderr.split(b"\n"):
         at = line.find(marker)
         if at < 0:
+            if _ANY_MARKER in line and _FOREIGN not in stream.tampering:
+                stream.tampering.append(_FOREIGN)  # a guessed or stolen-and-stale secret
             continue
         count += 1
         if count > _MAX_RECORDS:

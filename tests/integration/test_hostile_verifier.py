@@ -648,6 +648,47 @@ def _forge():
 _forge()
 """
 
+# An outside red team's PASS without a fix (both backends): code compiled under a borrowed
+# standard-library file name reads the process's own memory (``/proc/self/mem``, made
+# dumpable again through ``ctypes`` if it must be) for the stream's marker, then writes the
+# stream FORGE_STREAM writes, under every secret it found.
+MEM_SCAN = """
+import os, re
+def _secrets():
+    pat = re.compile(rb"\\n@@harness:([^@\\s]{4,256})@@ ")
+    try:
+        mem = open("/proc/self/mem", "rb", buffering=0)
+    except OSError:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+        mem = open("/proc/self/mem", "rb", buffering=0)
+    found = set()
+    for line in open("/proc/self/maps").read().splitlines():
+        parts = line.split()
+        if "r" not in parts[1] or (len(parts) > 5 and parts[5] not in ("[heap]", "[stack]")):
+            continue
+        a, b = (int(x, 16) for x in parts[0].split("-"))
+        try:
+            mem.seek(a)
+            data = mem.read(b - a)
+        except (OSError, OverflowError, ValueError):
+            continue
+        found.update(m.group(1).decode() for m in pat.finditer(data))
+    return found
+"""
+MEM_FORGE = f"_SCAN = {MEM_SCAN!r}\n" + FORGE_STREAM.replace(
+    "    found = set(re.findall(",
+    "    import json\n"
+    "    scope = {'__name__': 'json.scanner'}\n"
+    "    where = os.path.join(os.path.dirname(json.__file__), 'scanner.py')\n"
+    "    try:\n"
+    "        exec(compile(_SCAN, where, 'exec'), scope)\n"
+    "        found = scope['_secrets']()\n"
+    "    except OSError:\n"
+    "        found = set()\n"
+    "    found |= set(re.findall(",
+)
+
 # Candidate code reaches the session through the guard's plugin and, while an earlier test
 # runs, gives the hidden test another test's function, or a no-op ``runtest``.
 ITEM_SWAP = """\
@@ -753,6 +794,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         _append(UNITTEST_NOOP),
         _append(TEST_GLOBALS),
         _append(FORGE_STREAM),
+        _append(MEM_FORGE),
         _append(ITEM_SWAP),
         _append(ITEM_RUNTEST),
     ],
@@ -766,6 +808,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         "unittest_noop",
         "test_globals",
         "forge_stream",
+        "mem_forge",
         "item_swap",
         "item_runtest",
     ],
