@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.cases.load import load_cases
@@ -84,17 +85,23 @@ def pipeline(root: Path, k: int, backend: str = "local") -> float:
     return time.perf_counter() - t
 
 
-def bare(root: Path, n: int, k: int, kind: str) -> float:
-    agent, verifier = COMMANDS[kind]
-    t = time.perf_counter()
+def _trees(root: Path, n: int, k: int) -> Iterator[Path]:
+    """A fresh copy of each case's tree, ``k`` times per case (removed after use)."""
     for i in range(n):
         src = root / "cases" / f"noop-{i:03d}" / "repo"
         for _ in range(k):
             with tempfile.TemporaryDirectory() as tmp:
                 ws = Path(tmp) / "ws"
                 shutil.copytree(src, ws)
-                subprocess.run(agent, cwd=ws, check=True)
-                subprocess.run(verifier, cwd=ws, check=True)
+                yield ws
+
+
+def bare(root: Path, n: int, k: int, kind: str) -> float:
+    agent, verifier = COMMANDS[kind]
+    t = time.perf_counter()
+    for ws in _trees(root, n, k):
+        subprocess.run(agent, cwd=ws, check=True)
+        subprocess.run(verifier, cwd=ws, check=True)
     return time.perf_counter() - t
 
 
@@ -104,32 +111,14 @@ def bare_docker(root: Path, n: int, k: int, kind: str) -> float:
 
     agent, verifier = COMMANDS[kind]
     flags = ["--rm", "--network", "none", "--memory", "512m", "--pids-limit", "128"]
+    flags += ["-w", "/workspace", "-u", "65534:65534"]
     t = time.perf_counter()
-    for i in range(n):
-        src = root / "cases" / f"noop-{i:03d}" / "repo"
-        for _ in range(k):
-            with tempfile.TemporaryDirectory() as tmp:
-                ws = Path(tmp) / "ws"
-                shutil.copytree(src, ws)
-                ws.chmod(0o777)
-                for argv in (agent, verifier):
-                    subprocess.run(
-                        [
-                            "docker",
-                            "run",
-                            *flags,
-                            "-v",
-                            f"{ws}:/workspace",
-                            "-w",
-                            "/workspace",
-                            "-u",
-                            "65534:65534",
-                            DEFAULT_IMAGE,
-                            *argv,
-                        ],
-                        check=True,
-                        capture_output=True,
-                    )
+    for ws in _trees(root, n, k):
+        ws.chmod(0o777)
+        for argv in (agent, verifier):
+            mount = ["-v", f"{ws}:/workspace"]
+            cmd = ["docker", "run", *flags, *mount, DEFAULT_IMAGE, *argv]
+            subprocess.run(cmd, check=True, capture_output=True)
     return time.perf_counter() - t
 
 
