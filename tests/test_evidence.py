@@ -76,6 +76,34 @@ def test_a_record_under_another_secret_is_tampering_even_beside_a_true_stream() 
     assert any("a secret not this run's" in p for p in found), found
 
 
+def _run_records(run: str, *, end: bool = True) -> list[bytes]:
+    out = [rec(k="start", run=run, junit=PATH, dir="/workspace"), rec(k="n", run=run, n=2)]
+    for test_id, outcome in (("t.m::a", "passed"), (CANARY, "failed")):
+        for when in ("setup", "call", "teardown"):
+            o = outcome if when == "call" else "passed"
+            out.append(rec(k="t", run=run, id=test_id, when=when, o=o))
+    return out + ([rec(k="end", run=run, exit=0)] if end else [])
+
+
+def test_a_run_cut_short_and_followed_by_another_writing_its_report_is_tampering() -> None:
+    """An outside red team replaced the test process mid-collection with a pytest of its own
+    (gutted copies of the tests) that wrote the report: the first run never ended."""
+    ok = report(("t.m::a", "passed"))
+    first, second = _run_records("r1", end=False)[:2], _run_records("r2")
+    found = problems(b"".join(first + second), ok)
+    assert any("started never ended" in p for p in found), found
+    one_after_another = b"".join(_run_records("r1") + _run_records("r2"))
+    assert problems(one_after_another, ok) == []  # a verifier may run pytest twice
+
+
+def test_two_runs_writing_one_report_at_once_are_tampering() -> None:
+    ok = report(("t.m::a", "passed"))
+    a, b = _run_records("r1"), _run_records("r2")
+    interleaved = b"".join(a[:3] + b + a[3:])  # r2 starts and ends while r1 runs
+    found = problems(interleaved, ok)
+    assert any("at once" in p for p in found), found
+
+
 def test_a_missing_or_cut_stream_is_tampering_not_no_evidence() -> None:
     ok = report(("t.m::a", "passed"))
     assert "no harness-held evidence" in problems(b"", ok)[0]

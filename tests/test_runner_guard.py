@@ -242,6 +242,24 @@ def test_the_streams_secret_and_marker_are_not_in_the_test_processs_memory(tmp_p
     assert seen == [[]], seen
 
 
+def test_candidate_code_replacing_the_test_process_is_tampering(tmp_path):
+    """An outside red team's route: ``os.execv`` from candidate code during collection, to
+    start a pytest of its own; the program that replaces the process is never the runner."""
+    lib = "import os\nX = 2\nos.execv('/bin/sh', ['sh', '-c', 'exit 0'])\n"
+    done, _, _, problems = _run(tmp_path, lib)
+    assert done.returncode == 0  # the replacing program's exit status
+    assert any("audit: os.exec" in p for p in problems), problems
+
+
+def test_a_pytest_without_the_secret_writes_no_records(tmp_path):
+    """A pytest that a test starts inherits the guard but not the secret (the guard took it
+    out of the environment): it writes nothing under an empty secret, which the harness
+    would read as a forged record."""
+    done = _run(tmp_path, "X = 2\n", nonce="")[0]
+    assert done.returncode == 0, done.stdout
+    assert b"@@harness:" not in done.stderr, done.stderr[-500:]
+
+
 def test_a_dropped_canary_counts_only_when_it_was_armed() -> None:
     junit = b'<testsuite><testcase classname="t" name="a"/></testsuite>'
     assert check_canary(junit, "n", guarded=False) == (junit, None)

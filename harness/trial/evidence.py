@@ -245,13 +245,21 @@ def _install():
     )
     frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
     private = ("/environ", "/mem")
-    native = frozenset(("prctl", "ptrace", "process_vm_readv", "process_vm_writev"))
+    native = frozenset(
+        (
+            "prctl", "ptrace", "process_vm_readv", "process_vm_writev", "syscall",
+            "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve",
+        )
+    )
+    me = _os.getpid()
     getframe = _sys._getframe
     write = _os.write
     pid = _os.getpid
     state = [False, 0]
 
     def out(rec):
+        if not span:
+            return  # no secret (a pytest a test started): nothing to write records under
         body = tail + encode(rec).encode("utf-8", "surrogatepass") + b"\n"
         for i in span:
             sec[i] ^= key[i]
@@ -417,6 +425,12 @@ def _install():
                         return
                 if full not in locked:
                     return
+        elif event == "os.exec":
+            # The test process replaced by another program: its run would end unreported
+            # while the program does what it likes with the run's descriptors.
+            anyone = pid() == me
+            if not anyone:
+                return
         elif event == "ctypes.dlsym":
             # what lets a process read its memory or undo the guard's non-dumpable state
             anyone = len(args) > 1 and args[1] in native
@@ -1135,6 +1149,9 @@ class _Run:
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
     collected: int | None = None
     end: dict[str, object] | None = None
+    started: int = 0
+    """The position of its start record in the stream (and of its end, below)."""
+    ended: int | None = None
 
 
 @dataclass
@@ -1148,6 +1165,8 @@ class Stream:
     """What the guard saw in the process (``x`` records), deduplicated, in order."""
     malformed: int = 0
     """Records with the nonce that are not valid (only candidate code writes those)."""
+    records: int = 0
+    """Records read so far (a record's position)."""
 
     def ran_tests(self, junit: str) -> bool:
         """Tell whether the last run writing ``junit`` streamed any test outcome.
@@ -1179,6 +1198,7 @@ def parse_stream(stderr: bytes, nonce: str) -> Stream:
                 stream.tampering.append(_FOREIGN)  # a guessed or stolen-and-stale secret
             continue
         count += 1
+        stream.records = count
         if count > _MAX_RECORDS:
             stream.malformed += 1
             break
@@ -1203,7 +1223,9 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
     if kind == "start":
         if run_id in stream.runs:
             raise ValueError("a run started twice")
-        stream.runs[run_id] = _Run(junit=os.path.normpath(str(rec["junit"])))
+        stream.runs[run_id] = _Run(
+            junit=os.path.normpath(str(rec["junit"])), started=stream.records
+        )
         stream.order.append(run_id)
         return
     run = stream.runs[run_id]
@@ -1214,7 +1236,7 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
     elif kind == "n":
         run.collected = int(str(rec["n"]))
     elif kind == "end":
-        run.end = rec
+        run.end, run.ended = rec, stream.records
     else:
         raise ValueError(f"unknown record kind {kind!r}")
 
@@ -1240,6 +1262,33 @@ def _streamed_status(phases: Sequence[tuple[str, str]]) -> str:
     if ("call", "passed") in outcomes:
         return "passed"
     return "error"  # a test with no call phase that neither failed nor skipped
+
+
+def _cut_or_overlapping(stream: Stream) -> list[str]:
+    """Every run followed by another must have ended; no run starts over one writing its report.
+
+    A run cut short (its process replaced or killed) and followed by one that writes the
+    same report judges that report by a run the candidate started; two runs writing one
+    report at once clobber each other. Neither happens to an honest verifier.
+    """
+    out: list[str] = []
+    for run_id in stream.order[:-1]:  # the last one's report says it (``_compare``)
+        run = stream.runs[run_id]
+        if run.ended is None:
+            out.append(
+                f"{run.junit}: a test run that started never ended (its process was cut "
+                "short or replaced)"
+            )
+            break
+    last: dict[str, int | None] = {}
+    for run_id in stream.order:
+        run = stream.runs[run_id]
+        before = last.get(run.junit, 0)
+        if before is not None and before > run.started:  # (a cut run is said above)
+            out.append(f"{run.junit}: two test runs wrote this report at once")
+            break
+        last[run.junit] = run.ended
+    return out
 
 
 def _compare(run: _Run, data: bytes, nonce: str) -> str | None:
@@ -1298,6 +1347,7 @@ def check_reports(
         problems.append(
             f"{stream.malformed} forged or malformed record(s) in the harness's evidence stream"
         )
+    problems += _cut_or_overlapping(stream)
     for path, data in reports.items():
         runs = [
             stream.runs[r] for r in stream.order if stream.runs[r].junit == os.path.normpath(path)
