@@ -92,16 +92,20 @@ def test_a_run_cut_short_and_followed_by_another_writing_its_report_is_tampering
     first, second = _run_records("r1", end=False)[:2], _run_records("r2")
     found = problems(b"".join(first + second), ok)
     assert any("started never ended" in p for p in found), found
-    one_after_another = b"".join(_run_records("r1") + _run_records("r2"))
-    assert problems(one_after_another, ok) == []  # a verifier may run pytest twice
+    assert problems(b"".join(_run_records("r1")), ok) == []
 
 
-def test_two_runs_writing_one_report_at_once_are_tampering() -> None:
+def test_a_second_run_writing_a_report_is_tampering_after_or_during_the_first() -> None:
+    """An outside red team's second route: the real run skipped the hidden tests, then a
+    wrapper's later step (candidate code) ran a complete pytest of its own over gutted
+    tests, with the secret the wrapper keeps, writing the same report."""
     ok = report(("t.m::a", "passed"))
     a, b = _run_records("r1"), _run_records("r2")
-    interleaved = b"".join(a[:3] + b + a[3:])  # r2 starts and ends while r1 runs
-    found = problems(interleaved, ok)
-    assert any("at once" in p for p in found), found
+    for stream_ in (a + b, a[:3] + b + a[3:]):  # one after the other; one inside the other
+        found = problems(b"".join(stream_), ok)
+        assert any("2 test runs wrote this report" in p for p in found), found
+    other = [r.replace(PATH.encode(), b"/workspace/reports/other.xml") for r in b]
+    assert problems(b"".join(a + other), ok) == []  # one report each: as before
 
 
 def test_a_missing_or_cut_stream_is_tampering_not_no_evidence() -> None:

@@ -1149,9 +1149,6 @@ class _Run:
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
     collected: int | None = None
     end: dict[str, object] | None = None
-    started: int = 0
-    """The position of its start record in the stream (and of its end, below)."""
-    ended: int | None = None
 
 
 @dataclass
@@ -1165,8 +1162,6 @@ class Stream:
     """What the guard saw in the process (``x`` records), deduplicated, in order."""
     malformed: int = 0
     """Records with the nonce that are not valid (only candidate code writes those)."""
-    records: int = 0
-    """Records read so far (a record's position)."""
 
     def ran_tests(self, junit: str) -> bool:
         """Tell whether the last run writing ``junit`` streamed any test outcome.
@@ -1198,7 +1193,6 @@ def parse_stream(stderr: bytes, nonce: str) -> Stream:
                 stream.tampering.append(_FOREIGN)  # a guessed or stolen-and-stale secret
             continue
         count += 1
-        stream.records = count
         if count > _MAX_RECORDS:
             stream.malformed += 1
             break
@@ -1223,9 +1217,7 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
     if kind == "start":
         if run_id in stream.runs:
             raise ValueError("a run started twice")
-        stream.runs[run_id] = _Run(
-            junit=os.path.normpath(str(rec["junit"])), started=stream.records
-        )
+        stream.runs[run_id] = _Run(junit=os.path.normpath(str(rec["junit"])))
         stream.order.append(run_id)
         return
     run = stream.runs[run_id]
@@ -1236,7 +1228,7 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
     elif kind == "n":
         run.collected = int(str(rec["n"]))
     elif kind == "end":
-        run.end, run.ended = rec, stream.records
+        run.end = rec
     else:
         raise ValueError(f"unknown record kind {kind!r}")
 
@@ -1264,30 +1256,32 @@ def _streamed_status(phases: Sequence[tuple[str, str]]) -> str:
     return "error"  # a test with no call phase that neither failed nor skipped
 
 
-def _cut_or_overlapping(stream: Stream) -> list[str]:
-    """Every run followed by another must have ended; no run starts over one writing its report.
+def _cut_or_rewritten(stream: Stream) -> list[str]:
+    """Every run followed by another must have ended, and each report has one run.
 
-    A run cut short (its process replaced or killed) and followed by one that writes the
-    same report judges that report by a run the candidate started; two runs writing one
-    report at once clobber each other. Neither happens to an honest verifier.
+    A run cut short (its process replaced or killed) and followed by another, or a second
+    run writing a report an earlier run wrote (an outside red team's: candidate code in a
+    wrapper's later step, with the secret the wrapper keeps, ran a pytest of its own over
+    gutted tests after the real run had skipped the hidden ones), would judge the report by
+    a run the candidate started. An honest verifier writes each report once.
     """
     out: list[str] = []
     for run_id in stream.order[:-1]:  # the last one's report says it (``_compare``)
         run = stream.runs[run_id]
-        if run.ended is None:
+        if run.end is None:
             out.append(
                 f"{run.junit}: a test run that started never ended (its process was cut "
                 "short or replaced)"
             )
             break
-    last: dict[str, int | None] = {}
-    for run_id in stream.order:
-        run = stream.runs[run_id]
-        before = last.get(run.junit, 0)
-        if before is not None and before > run.started:  # (a cut run is said above)
-            out.append(f"{run.junit}: two test runs wrote this report at once")
+    writers = Counter(stream.runs[r].junit for r in stream.order)
+    for junit, n in writers.items():
+        if n > 1:
+            out.append(
+                f"{junit}: {n} test runs wrote this report (a verifier that runs pytest "
+                "more than once writes a report for each run)"
+            )
             break
-        last[run.junit] = run.ended
     return out
 
 
@@ -1347,7 +1341,7 @@ def check_reports(
         problems.append(
             f"{stream.malformed} forged or malformed record(s) in the harness's evidence stream"
         )
-    problems += _cut_or_overlapping(stream)
+    problems += _cut_or_rewritten(stream)
     for path, data in reports.items():
         runs = [
             stream.runs[r] for r in stream.order if stream.runs[r].junit == os.path.normpath(path)
