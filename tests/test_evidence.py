@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 
 from harness.trial.evidence import check_reports, parse_stream, strip_stream
@@ -12,8 +14,15 @@ PATH = "/workspace/reports/junit.xml"
 CANARY = f"::harness_canary_{canary_token(NONCE)}"
 
 
-def rec(**fields: object) -> bytes:
-    return b"\n@@harness:" + NONCE.encode() + b"@@ " + json.dumps(fields).encode() + b"\n"
+def signed(body: bytes, nonce: str = NONCE) -> bytes:
+    """A record line as the guard writes it: public tag, JSON, HMAC under the secret."""
+    tag = hashlib.sha256(b"harness-tag:" + nonce.encode()).hexdigest()[:32].encode()
+    mac = hmac.new(nonce.encode(), body, hashlib.sha256).hexdigest().encode()
+    return b"\n@@harness:" + tag + b"@@ " + body + b" " + mac + b"\n"
+
+
+def rec(nonce: str = NONCE, **fields: object) -> bytes:
+    return signed(json.dumps(fields).encode(), nonce)
 
 
 def stream(*tests: tuple[str, str], end: bool = True, canary: str = "failed") -> bytes:
@@ -66,18 +75,31 @@ def test_every_way_a_report_can_disagree_is_tampering() -> None:
     assert "dropped" in problems(err, report(("t.m::a", "passed"), ("t.m::c", "skipped")))[0]
 
 
+def test_a_genuine_record_edited_on_its_way_out_is_tampering() -> None:
+    """An outside red team put a pipe of its own over the guard's descriptor and turned each
+    genuine "failed" into "passed" (and the end's exit to 0) as it relayed the records: the
+    secret travelled in every marker then, and nothing bound it to the content."""
+    ok = report(("t.m::a", "passed"))
+    err = stream(("t.m::a", "failed"))
+    assert problems(err, report(("t.m::a", "failed"))) == []
+    edited = err.replace(b'"o": "failed"', b'"o": "passed"').replace(b"@@ {", b"@@ {", 1)
+    assert b"harness_canary" in edited and NONCE.encode() not in err  # no secret written
+    found = problems(edited, ok)
+    assert any("forged or malformed" in p for p in found), found
+
+
 def test_a_record_under_another_secret_is_tampering_even_beside_a_true_stream() -> None:
     """A guessed secret (or one read from memory and not this run's) is no quiet noise."""
     err = stream(("t.m::a", "passed"))
     ok = report(("t.m::a", "passed"))
     assert problems(err, ok) == []
-    guessed = rec(k="end", run="r", exit=0).replace(NONCE.encode(), b"guess")
+    guessed = rec("guess", k="end", run="r", exit=0)
     found = problems(err + guessed, ok)
     assert any("a secret not this run's" in p for p in found), found
 
 
-def _run_records(run: str, *, end: bool = True) -> list[bytes]:
-    out = [rec(k="start", run=run, junit=PATH, dir="/workspace"), rec(k="n", run=run, n=2)]
+def _run_records(run: str, *, end: bool = True, junit: str = PATH) -> list[bytes]:
+    out = [rec(k="start", run=run, junit=junit, dir="/workspace"), rec(k="n", run=run, n=2)]
     for test_id, outcome in (("t.m::a", "passed"), (CANARY, "failed")):
         for when in ("setup", "call", "teardown"):
             o = outcome if when == "call" else "passed"
@@ -104,7 +126,7 @@ def test_a_second_run_writing_a_report_is_tampering_after_or_during_the_first() 
     for stream_ in (a + b, a[:3] + b + a[3:]):  # one after the other; one inside the other
         found = problems(b"".join(stream_), ok)
         assert any("2 test runs wrote this report" in p for p in found), found
-    other = [r.replace(PATH.encode(), b"/workspace/reports/other.xml") for r in b]
+    other = _run_records("r2", junit="/workspace/reports/other.xml")
     assert problems(b"".join(a + other), ok) == []  # one report each: as before
 
 
@@ -134,7 +156,7 @@ def test_guard_records_and_forged_records_are_tampering() -> None:
         k="x", pid=3, what="audit: gc.get_objects", where="calc.py:3"
     )
     assert "gc.get_objects at calc.py:3" in problems(err, ok)[0]
-    forged = stream(("t.m::a", "passed")) + b"@@harness:" + NONCE.encode() + b"@@ {not json\n"
+    forged = stream(("t.m::a", "passed")) + signed(b"{not json")
     assert "forged or malformed" in problems(forged, ok)[0]
     after_end = stream(("t.m::a", "passed")) + rec(
         k="t", run="r", id="t.m::z", when="call", o="passed"

@@ -8,7 +8,9 @@ writes it to the verifier's inherited stderr *as it happens*, one line per recor
 harness reads it from the captured stream after the run: what was written cannot be taken
 back by code that runs later in the process (an exit handler, a rewritten report).
 
-Records (``@@harness:<nonce>@@ {json}``):
+Records (``@@harness:<tag>@@ {json} <mac>``: a public tag derived from the run's secret, and
+an HMAC-SHA256 of the JSON under the secret, which no record carries, so code that reads the
+records on their way out cannot change them or make new ones):
 
 * ``start``: a pytest run that writes a JUnit report began (its report path, its run id);
 * ``t``: one phase of one test ended (JUnit id, phase, outcome), from the runner's own
@@ -30,6 +32,8 @@ tells candidate code it is being checked rather than judged.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -213,14 +217,21 @@ def _install():
     span = range(len(raw))
     for i in span:
         sec[i] ^= key[i]
+    # Each record is written under a public tag and carries a MAC under the secret, which
+    # is never written: code that reads the records on their way out (a pipe of its own
+    # over this descriptor) can drop them, not change them or make new ones.
+    try:
+        from _hashlib import hmac_digest as mac, openssl_sha256 as sha256
+    except ImportError:
+        from hmac import digest as mac
+        from hashlib import sha256
+    head = b"\n@@harness:" + sha256(b"harness-tag:" + raw).hexdigest()[:32].encode() + b"@@ "
     if secret and running:
         scrub("HARNESS_STREAM=" + secret)
         for value in (raw, held, secret):
             _wipe(value)
         _undumpable()
     del raw, held, secret
-    head, tail = b"\n@@harness:", b"@@ "
-    writev = _os.writev
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
     try:
@@ -260,16 +271,18 @@ def _install():
     def out(rec):
         if not span:
             return  # no secret (a pytest a test started): nothing to write records under
-        body = tail + encode(rec).encode("utf-8", "surrogatepass") + b"\n"
+        body = encode(rec).encode("utf-8", "surrogatepass")
         for i in span:
             sec[i] ^= key[i]
         try:
-            writev(fd, (head, sec, body))
-        except OSError:
-            pass
+            sig = mac(sec, body, "sha256").hex().encode()
         finally:
             for i in span:
                 sec[i] ^= key[i]
+        try:
+            write(fd, head + body + b" " + sig + b"\n")
+        except OSError:
+            pass
 
     # What a record may have beneath it. Taken when the plugin registers, before any code
     # the candidate wrote can run: pytest's session and per-test protocol (by code object,
@@ -1178,7 +1191,16 @@ _FOREIGN = "a stream record under a secret not this run's"
 
 
 def _marker(nonce: str) -> bytes:
-    return f"@@harness:{nonce}@@ ".encode()
+    """Return the records' marker: a public tag derived from the secret (never written)."""
+    tag = hashlib.sha256(b"harness-tag:" + nonce.encode()).hexdigest()[:32]
+    return f"@@harness:{tag}@@ ".encode()
+
+
+def _signed(rest: bytes, nonce: str) -> bytes | None:
+    """Return the record's JSON if its MAC under the secret holds, else None."""
+    body, _, sig = rest.rstrip(b"\r").rpartition(b" ")
+    good = hmac.digest(nonce.encode(), body, "sha256").hex().encode()
+    return body if hmac.compare_digest(good, sig) else None
 
 
 def parse_stream(stderr: bytes, nonce: str) -> Stream:
@@ -1197,7 +1219,10 @@ def parse_stream(stderr: bytes, nonce: str) -> Stream:
             stream.malformed += 1
             break
         try:
-            rec = loads_json(line[at + len(marker) :])  # lone surrogates become U+FFFD
+            body = _signed(line[at + len(marker) :], nonce)
+            if body is None:
+                raise ValueError("a record whose MAC does not hold")
+            rec = loads_json(body)  # lone surrogates become U+FFFD
             if not isinstance(rec, dict):
                 raise ValueError
             _apply(stream, rec)
