@@ -225,7 +225,10 @@ def _install():
     except ImportError:
         from hmac import digest as mac
         from hashlib import sha256
-    head = b"\n@@harness:" + sha256(b"harness-tag:" + raw).hexdigest()[:32].encode() + b"@@ "
+    tagger = sha256(b"harness-tag:")
+    tagger.update(raw)  # no joined copy of the secret to leave behind
+    head = b"\n@@harness:" + tagger.hexdigest()[:32].encode() + b"@@ "
+    del tagger
     if secret and running:
         scrub("HARNESS_STREAM=" + secret)
         for value in (raw, held, secret):
