@@ -6,6 +6,7 @@ harness a bounded number of threads, and every connection must end with its phas
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -42,10 +43,9 @@ def _stall(path: str, n: int) -> list[socket.socket]:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(10)
         s.connect(path)
-        try:
+        # Turned away (503) and closed before this half head is sent: the answer is read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             s.sendall(HALF_HEAD)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # turned away (503) and closed before this half head: the answer is read
         socks.append(s)
     return socks
 
