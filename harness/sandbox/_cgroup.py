@@ -150,6 +150,18 @@ class ExecCgroup:
         for d in dict.fromkeys(self.dirs.values()):
             _write(d / "cgroup.procs", str(pid))
 
+    def self_join_files(self) -> tuple[Path, ...]:
+        """Files a single-threaded process writes ``0`` into to join this cgroup itself.
+
+        In v1 that is each hierarchy's ``tasks``: a thread moving itself needs no global
+        lock since Linux 5.18 (another process's pid written to ``cgroup.procs`` waits an
+        RCU grace period, ~2 ms, on every command). v2 has no per-thread file outside
+        threaded groups: empty, the caller attaches with :meth:`attach`.
+        """
+        if self.driver.version != "v1":
+            return ()
+        return tuple(d / "tasks" for d in dict.fromkeys(self.dirs.values()))
+
     def pids(self) -> set[int]:
         """Every process currently in the cgroup."""
         found: set[int] = set()

@@ -86,7 +86,12 @@ __all__ = [
 SANE_PATH = SYSTEM_PATH
 # umask 022: the folders bwrap creates for mount points (/etc, /harness) must be
 # traversable by the unprivileged command, whatever the harness's own umask is.
-_GATE = 'umask 022; read -r _ || exit 125; exec "$@"'
+# $1 = how many cgroup files follow: the gate joins each (writes 0, itself) once released,
+# before anything of the command runs; a refusal ends it with 125 before bwrap starts.
+_GATE = (
+    'umask 022; read -r _ || exit 125; n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'echo 0 > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+)
 
 
 _PROC_RO = [
@@ -536,11 +541,13 @@ class LocalSession:
                 group.remove()
             info = _drain(info_r) if info_r is not None else None
         if info is not None and b"started" not in info:
-            # bwrap never started the command: its own setup failed (a mount race, a
-            # missing path). That is the environment's fault, never the candidate's.
+            # bwrap never started the command: the gate could not join the cgroup, or
+            # bwrap's own setup failed (a mount race, a missing path). That is the
+            # environment's fault, never the candidate's.
             why = got.stderr[-600:].decode(errors="replace").strip()
             raise SandboxUnavailableError(
-                f"local sandbox {self.label}: bwrap could not set up the sandbox: {why}",
+                f"local sandbox {self.label}: could not set up the sandbox (cgroup join "
+                f"or bwrap): {why}",
                 reason="bwrap_setup",
             )
         return self._result(argv, got, stats, limit, start, used_before)
@@ -579,7 +586,10 @@ class LocalSession:
             os.lseek(args_fd, 0, os.SEEK_SET)
             command = [command[0], "--args", str(args_fd), *command[end:]]
             fds.append(args_fd)
-        cmd = [self._caps.shell, "-c", _GATE, "sh", *command]
+        # With bwrap the gate joins the cgroup itself (cheaper: see self_join_files), and
+        # bwrap's started marker proves it did; without bwrap we attach it from here.
+        joins = group.self_join_files() if group is not None and info_r is not None else ()
+        cmd = [self._caps.shell, "-c", _GATE, "sh", str(len(joins)), *map(str, joins), *command]
         try:
             proc = subprocess.Popen(
                 cmd,
@@ -606,7 +616,7 @@ class LocalSession:
         with self._lock:
             self._running[proc.pid] = (proc, group)
         try:
-            if group is not None:
+            if group is not None and not joins:
                 group.attach(proc.pid)
             self._rlimits(proc.pid)
             assert proc.stdin is not None

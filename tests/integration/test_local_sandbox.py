@@ -261,6 +261,21 @@ def test_cgroup_setup_failure_is_sandbox_unavailable(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+def test_a_refused_cgroup_join_runs_nothing_and_is_infra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command joins its cgroup itself before bwrap starts; a refusal fails closed."""
+    from harness.sandbox._cgroup import ExecCgroup
+
+    monkeypatch.setattr(ExecCgroup, "self_join_files", lambda self: (tmp_path / "no" / "tasks",))
+    with LocalSandbox(tmp_path).open(_contract(), label="t") as s:
+        with pytest.raises(SandboxUnavailableError) as info:
+            s.exec(["sh", "-c", "echo ran > /workspace/ran"])
+        assert s.read_file("/workspace/ran") is None
+    assert info.value.reason == "bwrap_setup" and "cgroup join" in str(info.value)
+
+
+@pytest.mark.integration
 def test_describe_names_the_mechanisms() -> None:
     facts = LocalSandbox().describe()
     assert facts["backend"] == "local" and facts["bwrap"] == HOST.bwrap_version
