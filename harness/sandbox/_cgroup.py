@@ -222,8 +222,11 @@ class ExecCgroup:
         )
 
     def remove(self) -> bool:
-        """Kill what is left and remove the directories; True when all are gone."""
-        self.kill_all()
+        """Kill what is left and remove the directories; True when all are gone.
+
+        The kernel refuses to remove a cgroup that still holds a process (EBUSY): the
+        first attempt needs no look at its members, a refusal kills them and retries.
+        """
         ok = True
         for d in dict.fromkeys(self.dirs.values()):
             for _ in range(200):
