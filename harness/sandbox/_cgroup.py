@@ -1,9 +1,9 @@
 """Per-exec control groups for the local backend (cgroup v1 and v2, detected at runtime).
 
 One :class:`ExecCgroup` is created for every command a :class:`LocalSession` runs. The
-command's first process is attached before it execs the user command (see ``local.py``),
-so everything it spawns, including grandchildren that ``setsid`` away, stays inside and
-can be counted, bounded and killed.
+command's first process joins it (or is attached) before it execs the user command (see
+``local.py``), so everything it spawns, including grandchildren that ``setsid`` away,
+stays inside and can be counted, bounded and killed.
 
 * **v1** (one hierarchy per controller): ``memory`` (``memory.limit_in_bytes`` +
   ``memory.memsw.limit_in_bytes`` so swap is included, ``memory.oom_control`` oom_kill,

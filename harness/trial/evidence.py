@@ -207,7 +207,7 @@ def _install():
     # below holds it, and no Python object reaches an audit hook.
     # (A wrapper that starts pytest as a child keeps it for that child: read, not taken.)
     # Held masked (XOR with a random key) and unmasked in place only while a record is
-    # written, so no copy of the marker or the secret sits in this process's memory for
+    # signed, so no copy of the marker or the secret sits in this process's memory for
     # code that reads it (``ctypes``) to find; the interpreter's own copies are zeroed.
     running = _pytest_run()
     held = getattr(_os.environ, "_data", {}).get(b"HARNESS_STREAM") if running else None
@@ -295,7 +295,16 @@ def _install():
     seen = {}
     reports = set()
 
+    known = {}
+
     def trusted(name):
+        # a pure function of the name once the plugin registered (homes are fixed then)
+        hit = known.get(name)
+        if hit is None:
+            hit = known[name] = judge(name)
+        return hit
+
+    def judge(name):
         if name.startswith("<frozen"):
             return True
         if not name.startswith("/"):
