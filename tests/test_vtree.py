@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.cases.load import load_case
 from harness.decision import tampering_fails
-from harness.trial.vtree import build_verification_tree, glob_regex
+from harness.trial.vtree import _runner_sections, build_verification_tree, glob_regex
 
 CASE = {
     "id": "c",
@@ -101,6 +103,50 @@ def test_config_counts_only_through_its_runner_section(case, tmp_path) -> None:
     vt, dest = _build(case, tmp_path, addopts)
     assert "addopts" not in (dest / "pyproject.toml").read_text()
     assert any("pyproject.toml" in t for t in vt.tampering)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "[tool.deep]\nx = " + "[" * 200_000 + "]" * 200_000 + "\n",  # exhausts the parser
+        "[tool.deep]\nx = " + "{a=" * 5_000 + "1" + "}" * 5_000 + "\n",
+        "[tool.big]\n" + "".join(f'k{i} = "{"v" * 60}"\n' for i in range(20_000)),  # > 1 MiB
+    ],
+    ids=["deep-array", "deep-table", "huge"],
+)
+def test_a_config_the_host_cannot_parse_is_the_candidates_tampering(
+    case, tmp_path, tail: str
+) -> None:
+    """A candidate's config that breaks the parser is restored as changed, never an error."""
+
+    def edit(c: Path) -> None:
+        with (c / "pyproject.toml").open("a") as fh:
+            fh.write(tail)
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert "tool.deep" not in (dest / "pyproject.toml").read_text()
+    assert "tool.big" not in (dest / "pyproject.toml").read_text()
+    assert any("pyproject.toml: protected, changed" in t for t in vt.tampering)
+
+
+@pytest.mark.parametrize("head", ["tool = 5\n", "[[tool]]\nx = 1\n", 'tool = "pytest"\n'])
+def test_a_tool_key_that_is_not_a_table_is_unparsable_not_an_error(case, tmp_path, head) -> None:
+    def edit(c: Path) -> None:
+        (c / "pyproject.toml").write_text(head + '[project]\nname = "c"\n')
+
+    vt, _ = _build(case, tmp_path, edit)
+    assert any("pyproject.toml: protected, changed" in t for t in vt.tampering)
+
+
+_HEADS = st.sampled_from(["", "tool = ", "[tool]\n", "[[tool]]\n", "[tool.pytest]\n", "[pytest]\n"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(head=_HEADS, body=st.text(max_size=300), raw=st.binary(max_size=200))
+def test_runner_sections_never_raise(head: str, body: str, raw: bytes) -> None:
+    for name in ("pyproject.toml", "setup.cfg", "tox.ini"):
+        for data in ((head + body).encode("utf-8", "surrogatepass"), raw):
+            _runner_sections(name, data)
 
 
 def test_no_candidate_symlink_is_followed(case, tmp_path) -> None:

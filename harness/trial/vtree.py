@@ -256,18 +256,29 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------------------- config
 
 
+_CONFIG_PARSE_MAX = 1 << 20
+"""Config files larger than this (1 MiB) are compared byte for byte, never parsed."""
+
+
 def _runner_sections(name: str, data: bytes) -> object:
-    """Return the parts of a config file the test runner reads (``None``: none; unparsable: raw)."""
+    """Return the parts of a config file the test runner reads (``None``: none; unparsable: raw).
+
+    The candidate wrote the file: whatever it holds (a nesting deep enough to exhaust the
+    parser's recursion, ``tool`` that is not a table, megabytes to parse on the host) makes
+    it *unparsable*, compared as raw bytes, never an error of the harness.
+    """
+    if len(data) > _CONFIG_PARSE_MAX:
+        return ("unparsable", data)
     try:
         if name == "pyproject.toml":
             tool = tomllib.loads(data.decode()).get("tool", {})
-            return tool.get("pytest")
+            return tool.get("pytest") if isinstance(tool, dict) else ("unparsable", data)
         cp = configparser.RawConfigParser(strict=False)
         cp.read_string(data.decode())
         wanted = ("tool:pytest", "pytest") if name == "setup.cfg" else ("pytest",)
         found = {s: dict(cp.items(s)) for s in cp.sections() if s in wanted}
         return found or None
-    except (ValueError, UnicodeDecodeError, configparser.Error):
+    except (ValueError, UnicodeDecodeError, configparser.Error, RecursionError, MemoryError):
         return ("unparsable", data)
 
 
@@ -276,7 +287,10 @@ def _config_changed(rel: str, start: Path | None, cand: Path | None) -> bool:
     name = rel.rsplit("/", 1)[-1]
     before = _runner_sections(name, _read(start)) if start is not None else None
     after = _runner_sections(name, _read(cand)) if cand is not None else None
-    return before != after
+    try:
+        return before != after
+    except RecursionError:  # nested past what a comparison can walk: not the same
+        return True
 
 
 # ---------------------------------------------------------------------------- building
