@@ -357,3 +357,90 @@ def test_reports_made_up_by_candidate_code_driving_the_hooks_are_refused(tmp_pat
     assert done.returncode == 0  # the forger exited 0 with a JUnit file of passes
     assert junit is not None and b'name="test_x"' in junit and b'failures="1"' in junit
     assert any("beneath it" in p or "outside pytest's session" in p for p in problems), problems
+
+
+# An outside red team's two PASSes without a fix (both backends): candidate code reached the
+# guard's record writer (``out``) and put its own encoder into ``out``'s closure, so every
+# failed test was signed as passed. One found ``out`` with ``gc.get_objects`` run by a thread
+# (the audited call's frame was the standard library's); the other with a timer signal whose
+# handler was handed the guard's own frame, no audited call at all.
+SWAP_ENCODER = """
+def _swap(out):
+    cells = dict(zip(out.__code__.co_freevars, out.__closure__))
+    real = cells["encode"].cell_contents
+    def enc(value, depth=0):
+        canary = "harness_canary_" in str(value.get("node")) if type(value) is dict else True
+        if depth == 0 and not canary and value.get("o") == "failed":
+            value = dict(value, o="passed")
+        return real(value, depth)
+    cells["encode"].cell_contents = enc
+"""
+GC_FROM_A_THREAD = (
+    SWAP_ENCODER
+    + """
+import collections, gc, threading
+_found = []
+_t = threading.Thread(target=collections.deque,
+                      args=(map(_found.append, map(gc.get_objects, [None])), 0))
+_t.start(); _t.join()
+for _o in _found[0] if _found else ():
+    _c = getattr(_o, "__code__", None)
+    if _c is not None and _c.co_name == "out" and _c.co_filename.endswith("sitecustomize.py"):
+        _swap(_o)
+X = 1
+"""
+)
+FRAME_FROM_A_SIGNAL = (
+    SWAP_ENCODER
+    + """
+import signal, time
+_got = []
+def _handler(signum, frame):
+    while frame is not None and not _got:
+        if frame.f_code.co_filename.endswith("sitecustomize.py") and "out" in frame.f_locals:
+            _got.append(frame.f_locals["out"])
+        frame = frame.f_back
+try:
+    signal.signal(signal.SIGALRM, _handler)
+    REFUSED = None
+except OSError as exc:
+    REFUSED = exc.errno
+else:
+    signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+    _t0 = time.monotonic()
+    while not _got and time.monotonic() - _t0 < 5:
+        open("/dev/null").close()
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    if _got:
+        _swap(_got[0])
+X = 1
+"""
+)
+
+
+def test_the_record_writer_found_through_the_heap_from_a_thread_is_tampering(tmp_path):
+    done, _, _, problems = _run(tmp_path, GC_FROM_A_THREAD)
+    assert done.returncode == 1, done.stdout  # the test still fails ...
+    assert any("gc.get_objects" in p for p in problems), problems  # ... and it is noted
+
+
+def test_no_signal_handler_can_be_installed_in_the_test_process(tmp_path):
+    probe = (
+        "import errno, signal, subprocess, sys\nfrom lib import REFUSED\n\n"
+        "def test_sealed():\n    assert REFUSED == errno.EPERM\n"
+        "    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL\n"
+        "    child = [sys.executable, '-c', 'import signal; print(signal.SIGTERM)']\n"
+        "    assert subprocess.run(child, capture_output=True).returncode == 0\n"
+        "\n\ndef test_a_nested_pytest_runs(tmp_path):\n"
+        "    (tmp_path / 'test_in.py').write_text('def test_in():\\n    pass\\n')\n"
+        "    argv = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider']\n"
+        "    done = subprocess.run([*argv, str(tmp_path)], capture_output=True)\n"
+        "    assert done.returncode == 0, done.stdout + done.stderr\n"
+    )
+    done, junit, _, problems = _run(
+        tmp_path, FRAME_FROM_A_SIGNAL, locked={"tests/test_sealed.py": probe}
+    )
+    assert b"test_sealed" in (junit or b"") and b'name="test_sealed"' in junit
+    assert done.returncode == 1, done.stdout  # test_x fails honestly; the probe passes
+    assert b"1 failed, 3 passed" in done.stdout, done.stdout
+    assert problems == [], problems

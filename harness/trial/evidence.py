@@ -169,6 +169,81 @@ def _undumpable():
         pass
 
 
+# (AUDIT_ARCH_*, rt_sigaction, seccomp) by machine: the filter below needs the numbers.
+_SEAL_ABI = {"x86_64": (0xC000003E, 13, 317), "aarch64": (0xC00000B7, 134, 277)}
+
+
+def _seal_signals():
+    """Refuse every new signal handler in this process and its children, for good.
+
+    A Python-level handler runs between any two bytecodes of the main thread and is handed
+    the frame running there: candidate code with a timer and a handler reaches any frame,
+    the guard's own among them, without one audited event. So before pytest or anything it
+    loads runs, SIGINT's Python handler goes back to the default, faulthandler (pytest's
+    crash reports) installs its handlers, and a kernel filter (seccomp, on every thread)
+    makes ``rt_sigaction`` with a new action fail with EPERM; reading a disposition still
+    works. Returns why it could not, or None.
+    """
+    try:
+        import ctypes
+        import faulthandler
+        import signal
+        import struct
+
+        abi = _SEAL_ABI.get(_os.uname().machine)
+        if abi is None:
+            return "no signal seal for machine %s" % _os.uname().machine
+        arch, sigaction, seccomp = abi
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if not faulthandler.is_enabled():
+            faulthandler.enable()  # its handlers now; pytest's enable only moves its file
+        deny, allow = 0x00050000 | 1, 0x7FFF0000  # SECCOMP_RET_ERRNO(EPERM), RET_ALLOW
+        prog = (
+            (0x20, 0, 0, 4), (0x15, 1, 0, arch), (0x06, 0, 0, deny),  # another ABI: nothing
+            (0x20, 0, 0, 0), (0x35, 5, 0, 0x40000000),  # x32 numbers: nothing
+            (0x15, 0, 5, sigaction),
+            (0x20, 0, 0, 24), (0x15, 0, 2, 0),  # the new action (args[1]), low word
+            (0x20, 0, 0, 28), (0x15, 1, 0, 0),  # and high word: NULL only reads
+            (0x06, 0, 0, deny), (0x06, 0, 0, allow),
+        )
+        code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+        buf = ctypes.create_string_buffer(code, len(code))
+
+        class Fprog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        fprog = Fprog(len(prog), ctypes.addressof(buf))
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            return "no signal seal: no_new_privs refused (errno %d)" % ctypes.get_errno()
+        # SECCOMP_SET_MODE_FILTER with SECCOMP_FILTER_FLAG_TSYNC: every thread at once
+        if libc.syscall(seccomp, 1, 1, ctypes.byref(fprog)) != 0:
+            return "no signal seal: seccomp refused (errno %d)" % ctypes.get_errno()
+    except Exception as exc:
+        return "no signal seal: %s" % (type(exc).__name__,)
+    return None
+
+
+def _tolerant_faulthandler():
+    """Under the signal seal (this process's or a parent's), enabling faulthandler fails:
+    pytest's own enable and re-enable then go on without its handlers, never crash."""
+    try:
+        import faulthandler
+
+        real = faulthandler.enable
+
+        def enable(*args, **kwargs):
+            try:
+                return real(*args, **kwargs)
+            except RuntimeError:
+                return None
+
+        faulthandler.enable = enable
+    except Exception:
+        pass
+
+
 def _install():
     here = _os.path.dirname(_os.path.abspath(__file__))
     scrub, early = _scrub, []
@@ -229,11 +304,13 @@ def _install():
     tagger.update(raw)  # no joined copy of the secret to leave behind
     head = b"\n@@harness:" + tagger.hexdigest()[:32].encode() + b"@@ "
     del tagger
+    unsealed = None
     if secret and running:
         scrub("HARNESS_STREAM=" + secret)
         for value in (raw, held, secret):
             _wipe(value)
         _undumpable()
+        unsealed = _seal_signals()
     del raw, held, secret
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
@@ -252,11 +329,34 @@ def _install():
         _sys.meta_path.insert(0, _HarnessEarly(roots, locked, report))
     watch = frozenset(
         (
-            "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._getframe",
-            "sys._current_frames", "sys.settrace", "sys.setprofile", "object.__setattr__",
-            "object.__delattr__", "sys.addaudithook", "code.__new__", "function.__new__",
+            "sys._getframe", "object.__setattr__", "object.__delattr__", "sys.addaudithook",
+            "code.__new__", "function.__new__",
         )
     )
+    # What hands out every object or frame of the process, the guard's own among them, or
+    # runs a function at every call: judged by the frame that asked, and the standard
+    # library's does not vouch (a thread, a finalizer or a C callback runs the candidate's
+    # callable under it). Vouched: the guard, the verifier's own files, installed packages.
+    strict = frozenset(
+        (
+            "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+            "sys.settrace", "sys.setprofile",
+        )
+    )
+    stdlib = norm(_os.path.dirname(_os.__file__)) + "/"
+    tracers = frozenset((stdlib + "threading.py", stdlib + "doctest.py"))
+
+    def vouched(name, event):
+        if name == plugin:
+            return True
+        n = norm(name) if name.startswith("/") else ""
+        if not n or n in cand or n == ws or n.startswith(ws.rstrip("/") + "/"):
+            return n in locked
+        if "/site-packages/" in n or "/dist-packages/" in n:
+            return True
+        # a thread starting under threading.settrace/setprofile; doctest putting back the
+        # tracer it found
+        return event in ("sys.settrace", "sys.setprofile") and n in tracers
     frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
     private = ("/environ", "/mem")
     native = frozenset(
@@ -286,6 +386,9 @@ def _install():
             write(fd, head + body + b" " + sig + b"\n")
         except OSError:
             pass
+
+    if unsealed:  # fail closed: a run whose frames a signal handler could reach
+        out({"k": "x", "pid": pid(), "what": unsealed})
 
     # What a record may have beneath it. Taken when the plugin registers, before any code
     # the candidate wrote can run: pytest's session and per-test protocol (by code object,
@@ -459,12 +562,14 @@ def _install():
         elif event == "ctypes.dlsym":
             # what lets a process read its memory or undo the guard's non-dumpable state
             anyone = len(args) > 1 and args[1] in native
-        elif event not in watch and not event.startswith("ctypes."):
+        elif event not in watch and event not in strict and not event.startswith("ctypes."):
             return
         state[0] = True
         try:
             f = getframe(1)
             name = f.f_code.co_filename
+            if event in strict:
+                anyone = not vouched(name, event)
             if anyone or name in cand or (
                 name.startswith("<") and not name.startswith("<frozen")
             ):
@@ -479,8 +584,9 @@ def _install():
     _sys.addaudithook(hook)
 
 
+_tolerant_faulthandler()
 _install()
-del _install, _scrub, _wipe, _undumpable
+del _install, _scrub, _wipe, _undumpable, _tolerant_faulthandler
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""

@@ -689,6 +689,79 @@ MEM_FORGE = f"_SCAN = {MEM_SCAN!r}\n" + FORGE_STREAM.replace(
     "    found |= set(re.findall(",
 )
 
+# An outside red team's two PASSes without a fix (both backends): candidate code finds the
+# guard's record writer (``out``), puts its own encoder into ``out``'s closure so every failed
+# test but the canary is signed as passed, and at exit strips the failures from the JUnit
+# report and exits 0. One found ``out`` with ``gc.get_objects`` run by a thread (the audited
+# call's frame is the standard library's); the other with a timer signal whose handler is
+# handed the guard's own frame (no audited call at all).
+SWAP_AND_CLEAN = """\
+def _swap(out):
+    import atexit, os, re, sys
+    cells = dict(zip(out.__code__.co_freevars, out.__closure__))
+    real = cells["encode"].cell_contents
+    def enc(value, depth=0):
+        if depth == 0 and type(value) is dict and value.get("o") == "failed" and (
+                "harness_canary_" not in str(value.get("node"))):
+            value = dict(value, o="passed")
+        return real(value, depth)
+    cells["encode"].cell_contents = enc
+    def clean():
+        for a in sys.argv:
+            if a.startswith("--junitxml="):
+                path = a.split("=", 1)[1]
+                xml = open(path).read()
+                fix = lambda m: m.group(0) if "harness_canary_" in m.group(0) else re.sub(
+                    r"<failure\\b.*?</failure>", "", m.group(0), flags=re.S)
+                xml = re.sub(r"<testcase\\b.*?(?:/>|</testcase>)", fix, xml, flags=re.S)
+                open(path, "w").write(re.sub(r'failures="\\d+"', 'failures="1"', xml))
+        os._exit(0)
+    atexit.register(clean)
+"""
+HEAP_FROM_A_THREAD = (
+    SWAP_AND_CLEAN
+    + """\
+def _find():
+    import collections, gc, threading
+    found = []
+    t = threading.Thread(target=collections.deque,
+                         args=(map(found.append, map(gc.get_objects, [None])), 0))
+    t.start()
+    t.join()
+    for o in found[0] if found else ():
+        c = getattr(o, "__code__", None)
+        if c is not None and c.co_name == "out" and c.co_filename.endswith("sitecustomize.py"):
+            _swap(o)
+            return
+_find()
+"""
+)
+FRAME_FROM_A_SIGNAL = (
+    SWAP_AND_CLEAN
+    + """\
+def _catch():
+    import signal, time
+    got = []
+    def handler(signum, frame):
+        while frame is not None and not got:
+            if frame.f_code.co_filename.endswith("sitecustomize.py") and "out" in frame.f_locals:
+                got.append(frame.f_locals["out"])
+            frame = frame.f_back
+    try:
+        signal.signal(signal.SIGALRM, handler)
+    except OSError:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+    t0 = time.monotonic()
+    while not got and time.monotonic() - t0 < 5:
+        open("/dev/null").close()
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    if got:
+        _swap(got[0])
+_catch()
+"""
+)
+
 # Candidate code reaches the session through the guard's plugin and, while an earlier test
 # runs, gives the hidden test another test's function, or a no-op ``runtest``.
 ITEM_SWAP = """\
@@ -797,6 +870,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         _append(MEM_FORGE),
         _append(ITEM_SWAP),
         _append(ITEM_RUNTEST),
+        _append(HEAP_FROM_A_THREAD),
     ],
     ids=[
         "hook",
@@ -811,6 +885,7 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
         "mem_forge",
         "item_swap",
         "item_runtest",
+        "heap_from_a_thread",
     ],
 )
 def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
@@ -822,3 +897,12 @@ def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, bo
     t = _run(root, "evil", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
     assert t["attempts"][0]["tampering"], t["attempts"][0]
+
+
+def test_no_signal_handler_reaches_the_guards_frames(tmp_path, backend):
+    """The red team's timer-signal forgery: refused (no handler can be installed), so fail."""
+    root = _project(tmp_path / "p", {"evil": _append(FRAME_FROM_A_SIGNAL)}, LATE)
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
