@@ -444,3 +444,90 @@ def test_no_signal_handler_can_be_installed_in_the_test_process(tmp_path):
     assert done.returncode == 1, done.stdout  # test_x fails honestly; the probe passes
     assert b"1 failed, 3 passed" in done.stdout, done.stdout
     assert problems == [], problems
+
+
+# An outside red team's five PASSes without a fix (round nine, both backends), through
+# pytest's own objects and the guard plugin's namespace, none raising an audited event:
+# a report-flipping hookwrapper registered during a test and unregistered before the end;
+# an instance ``gethookproxy`` on the session; the plugin's reporter replaced by a no-op
+# at import; a test's function swapped with the plugin's item record rewritten to match.
+_PM = "import sys\n_pm = sys.modules['_pytest.debugging'].pytestPDB._pluginmanager\n"
+_FLIP = (
+    "def _flip(rep):\n"
+    "    if rep is not None and rep.failed and 'canary' not in rep.nodeid:\n"
+    "        rep.outcome, rep.longrepr = 'passed', None\n"
+    "    return rep\n"
+)
+LATE_HOOKWRAPPER = (
+    "X = 1\n" + _FLIP + "def arm():\n" + "    " + _PM.replace("\n", "\n    ") + "import pytest\n"
+    "    class P:\n"
+    "        @staticmethod\n"
+    "        @pytest.hookimpl(hookwrapper=True)\n"
+    "        def pytest_runtest_makereport(item, call):\n"
+    "            outcome = yield\n"
+    "            _flip(outcome.get_result())\n"
+    "        @staticmethod\n"
+    "        @pytest.hookimpl(hookwrapper=True, tryfirst=True)\n"
+    "        def pytest_sessionfinish(session, exitstatus):\n"
+    "            _pm.unregister(name='late')\n"
+    "            yield\n"
+    "    _pm.register(P(), name='late')\n"
+)
+HOOKPROXY = (
+    "X = 1\n"
+    + _FLIP
+    + "def arm():\n"
+    + "    "
+    + _PM.replace("\n", "\n    ")
+    + "sess = _pm.getplugin('session')\n"
+    "    real = sess.gethookproxy\n"
+    "    class Proxy:\n"
+    "        def __init__(self, hooks):\n"
+    "            self.hooks = hooks\n"
+    "        def __getattr__(self, name):\n"
+    "            hook = getattr(self.hooks, name)\n"
+    "            if name != 'pytest_runtest_makereport':\n"
+    "                return hook\n"
+    "            return lambda **kw: _flip(hook(**kw))\n"
+    "    sess.gethookproxy = lambda path: Proxy(real(path))\n"
+)
+SILENCED_REPORTER = (
+    "X = 1\n" + _FLIP + _PM + "import pytest\n"
+    "setattr(sys.modules['harness_canary'], '_x', lambda what: None)\n"
+    "class P:\n"
+    "    @staticmethod\n"
+    "    @pytest.hookimpl(hookwrapper=True)\n"
+    "    def pytest_runtest_makereport(item, call):\n"
+    "        outcome = yield\n"
+    "        _flip(outcome.get_result())\n"
+    "_pm.register(P(), name='quiet')\n"
+    "def arm():\n    pass\n"
+)
+STUB_WITH_CACHE = (
+    "X = 1\n"
+    + "def arm():\n"
+    + "    "
+    + _PM.replace("\n", "\n    ")
+    + "g = vars(sys.modules['harness_canary'])\n"
+    "    items = dict(g['_ITEMS'])\n"
+    "    def stub(*a, **k):\n"
+    "        return None\n"
+    "    for item in _pm.getplugin('session').items:\n"
+    "        if item.name == 'test_x':\n"
+    "            item.obj = stub\n"
+    "            items[id(item)] = (item, type(item), stub, stub.__code__)\n"
+    "            g['_TESTS_OK'][id(stub)] = (stub, True)\n"
+    "    g['_ITEMS'] = items\n"
+)
+ARM = "from lib import arm\n\n\ndef test_arm():\n    arm()\n"
+
+
+@pytest.mark.parametrize(
+    "lib",
+    [LATE_HOOKWRAPPER, HOOKPROXY, SILENCED_REPORTER, STUB_WITH_CACHE],
+    ids=["late_hookwrapper", "hookproxy", "silenced_reporter", "stub_with_cache"],
+)
+def test_pytests_objects_and_the_plugins_namespace_are_checked_before_every_report(tmp_path, lib):
+    done, junit, _, problems = _run(tmp_path, lib, locked={"tests/test_arm.py": ARM})
+    assert b"test_x" in (junit or b""), done.stdout + done.stderr[-2000:]
+    assert problems, done.stdout  # the flipped or stubbed test_x is noted as tampering

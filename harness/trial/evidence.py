@@ -397,6 +397,9 @@ def _install():
     homes = []
     seen = {}
     reports = set()
+    session_frame = [None]
+    noted = set()  # what the plugin wrote as tampering (``_REPORTED`` holds no more)
+    monotonic = __import__("time").monotonic
 
     known = {}
 
@@ -440,7 +443,7 @@ def _install():
                 return "a %s record was made with %s:%d beneath it, not the runner's code" % (
                     kind, code.co_filename, g.f_lineno)
             if code is pyt[0]:
-                session = g
+                session = session_frame[0] = g
             elif code is pyt[1] and proto is None:
                 proto = g
             g = g.f_back
@@ -466,8 +469,178 @@ def _install():
         seen[kind] = True
         return None
 
+    # The plugin's own namespace and what it checks with, and pytest's session, as they were
+    # when the collection record went out: the plugin's checks run in the test process, so
+    # before every report this hook (which no candidate code reaches) sees that none of it
+    # was rebound, edited or shadowed since.
+    pglobals = []
+    sealed = {}
+    hooks = (
+        "pytest_runtest_protocol", "pytest_runtest_logstart", "pytest_runtest_setup",
+        "pytest_runtest_call", "pytest_runtest_teardown", "pytest_runtest_makereport",
+        "pytest_runtest_logreport", "pytest_runtest_logfinish", "pytest_pyfunc_call",
+        "pytest_report_teststatus", "pytest_runtestloop", "pytest_sessionfinish",
+        "pytest_exception_interact", "pytest_assertion_pass", "pytest_assertrepr_compare",
+    )
+
+    loaded = {}
+    shadow = {}  # path -> {id: code}: what pytest compiled, as the plugin recorded it
+    freezing = frozenset(
+        ("_STATE", "_HOT_STATE", "_SEEN", "_KNOWN", "_KNOWN_TYPES", "_ITEMS", "_GLOBALS")
+    )
+
+    def functions(g):
+        return tuple(
+            (v, v.__code__, v.__defaults__, v.__kwdefaults__)
+            for v in g.values()
+            if type(v) is type(functions) and v.__globals__ is g
+        )
+
+    def take_loaded(g):
+        loaded["names"] = dict(g)
+        loaded["fns"] = functions(g)
+        loaded["state"] = tuple(g["_STATE"])
+        loaded["hot"] = tuple(g["_HOT_STATE"])
+        loaded["known"] = dict(g["_KNOWN"])
+        loaded["types"] = dict(g["_KNOWN_TYPES"])
+        loaded["record"] = g["_record"].__code__
+
+    def same_codes(path, codes):
+        kept = shadow.get(path)
+        return kept is not None and len(kept) == len(codes) and all(
+            codes.get(k) is c for k, c in kept.items()
+        )
+
+    def as_loaded(g):
+        # Between the plugin's load and the end of collection candidate code runs (test
+        # modules import it): nothing the checks stand on may have changed meanwhile.
+        names = loaded["names"]
+        if len(g) != len(names):
+            return "the guard plugin's namespace changed before the tests ran"
+        for k, v in names.items():
+            now = g.get(k, as_loaded)
+            if k in freezing:
+                if type(now) not in (tuple, frozenset, type(type.__dict__)):
+                    return "the guard plugin's %s was replaced before the tests ran" % (k,)
+            elif now is not v:
+                return "the guard plugin's %s was replaced before the tests ran" % (k,)
+        for fn, code, dflt, kw in loaded["fns"]:
+            if fn.__code__ is not code or fn.__defaults__ is not dflt or (
+                fn.__kwdefaults__ is not kw
+            ):
+                return "the guard plugin's %s was changed before the tests ran" % (fn.__name__,)
+        st, first = g["_STATE"], loaded["state"]
+        if len(st) < len(first) or any(a is not b for a, b in zip(st, first)):
+            return "the guard plugin's runner snapshot was edited"
+        hot = g["_HOT_STATE"]
+        if len(hot) != len(loaded["hot"]) or any(a is not b for a, b in zip(hot, loaded["hot"])):
+            return "the guard plugin's runner snapshot was edited"
+        for name, key in (("_KNOWN", "known"), ("_KNOWN_TYPES", "types")):
+            now, then = g[name], loaded[key]
+            if len(now) != len(then) or any(now.get(k) is not v for k, v in then.items()):
+                return "the guard plugin's trusted code was edited"
+        codes = g["_MODCODES"]
+        if len(codes) != len(shadow) or not all(same_codes(p, c) for p, c in codes.items()):
+            return "the guard plugin's record of compiled test code was edited"
+        return None
+
+    def seal_plugin(frame):
+        if not loaded:
+            return "the guard plugin did not finish loading"
+        try:
+            why = as_loaded(pglobals[0])
+        except Exception as exc:
+            why = "the guard plugin's state is broken (%s)" % (type(exc).__name__,)
+        if why is not None:
+            return why
+        sess = frame.f_locals.get("session") if frame is not None else None
+        pm = getattr(getattr(sess, "config", None), "pluginmanager", None)
+        g = pglobals[0] if pglobals else None
+        if sess is None or pm is None or g is None:
+            return "the guard could not take pytest's session"
+        sealed["names"] = tuple(g.items())
+        sealed["fns"] = functions(g)
+        sealed["pm"], sealed["hook"], sealed["session"] = pm, pm.hook, sess
+        sealed["kind"] = type(sess)
+        sealed["callers"] = tuple(
+            (c, tuple(c.get_hookimpls()))
+            for c in (getattr(pm.hook, h, None) for h in hooks)
+            if c is not None
+        )
+        sealed["wrapped"] = dict(g.get("_WRAPPED") or {})
+        sealed["paths"] = dict(g.get("_MODCODES") or {})
+        sealed["unseen"] = set(g.get("_UNSEEN") or ())
+        return None
+
+    def breach():
+        try:
+            return changed()
+        except Exception as exc:
+            return "the guard plugin's state is broken (%s)" % (type(exc).__name__,)
+
+    def changed():
+        g = pglobals[0]
+        names = sealed["names"]
+        if len(g) != len(names):
+            return "the guard plugin's namespace changed"
+        for k, v in names:
+            if g.get(k, breach) is not v:
+                return "the guard plugin's %s was replaced" % (k,)
+        for fn, code, dflt, kw in sealed["fns"]:
+            if fn.__code__ is not code or fn.__defaults__ is not dflt or (
+                fn.__kwdefaults__ is not kw
+            ):
+                return "the guard plugin's %s was changed" % (fn.__name__,)
+        for name, key in (("_WRAPPED", "wrapped"), ("_MODCODES", "paths")):
+            now, before = g[name], sealed[key]
+            for k, v in before.items():
+                if now.get(k) is not v:
+                    return "the guard plugin's %s lost or changed an entry" % (name,)
+            if len(now) != len(before):
+                if name == "_MODCODES" and not all(
+                    same_codes(p, c) for p, c in now.items() if p not in before
+                ):
+                    return "the guard plugin's record of compiled test code was edited"
+                sealed[key] = dict(now)
+        unseen = g["_UNSEEN"]
+        if not sealed["unseen"] <= unseen:
+            return "the guard plugin's tests seen not running their code were dropped"
+        sealed["unseen"] = set(unseen)
+        if not g["_REPORTED"] <= noted:
+            return "the guard plugin's reports were marked made without being made"
+        last = g["_LAST"]
+        if type(last) is not list or not last or not last[0] <= monotonic():
+            return "the guard plugin's check clock was moved"
+        pm, sess = sealed["pm"], sealed["session"]
+        if pm.hook is not sealed["hook"] or type(sess) is not sealed["kind"]:
+            return "pytest's hook relay or session class was replaced"
+        for caller, impls in sealed["callers"]:
+            now = caller.get_hookimpls()
+            if len(now) != len(impls) or any(a is not b for a, b in zip(now, impls)):
+                return "a pytest hook implementation was added or removed after collection"
+        for k, v in list(vars(sess).items()):
+            if callable(v) and callable(getattr(type(sess), k, None)) and k[:2] != "__":
+                return "pytest's session has %s set over its method" % (k,)
+        return None
+
     def guard_event(event, args):
         f = getframe(2)  # the code that raised the event
+        if event == "harness.guard.loaded":
+            if not loaded and pglobals and f.f_globals is pglobals[0] and (
+                f.f_code.co_name == "<module>" and f.f_code.co_filename == plugin
+            ):
+                take_loaded(pglobals[0])
+            return
+        if event == "harness.guard.codes":
+            if loaded and f.f_code is loaded["record"] and len(args) == 2:
+                shadow.setdefault(args[0], {}).update((id(c), c) for c in args[1])
+            return
+        if event == "harness.guard.check":
+            why = breach() if sealed else None
+            if why is not None:
+                state[1] += 1
+                out({"k": "x", "pid": pid(), "what": why})
+            return
         if event == "harness.guard.early":
             if early and f.f_code is early[0]:
                 out({"k": "x", "pid": pid(), "what": "candidate module %s imported before "
@@ -479,6 +652,7 @@ def _install():
                   and getattr(args[0], "co_filename", None) == plugin)
             if ok:
                 emitter.append(args[0])
+                pglobals.append(f.f_globals)
                 mods = _sys.modules
                 try:
                     pyt.extend((mods["_pytest.main"].wrap_session.__code__,
@@ -500,9 +674,17 @@ def _install():
         elif emitter and f.f_code is emitter[0] and args and type(args[0]) is dict:
             g = getframe(3)
             if g.f_code.co_filename == plugin:
-                why = vet(args[0], g)
+                rec = args[0]
+                why = vet(rec, g)
+                kind = rec.get("k")
+                if why is None and kind == "n":
+                    why = seal_plugin(session_frame[0])
+                elif why is None and kind == "end" and sealed:
+                    why = breach()
+                elif why is None and kind == "x":
+                    noted.add(rec.get("what"))
                 if why is None:
-                    out(args[0])
+                    out(rec)
                     return
                 state[1] += 1
                 out({"k": "x", "pid": pid(), "what": why})
@@ -595,11 +777,13 @@ import os
 import secrets
 import sys
 import threading
+import types
 import unittest  # watched like the runner: its assertions decide unittest-style tests
 from time import monotonic as _monotonic
 
 import pytest
 
+_Frozen = types.MappingProxyType
 _NAME = "harness_canary_" + os.environ.get("HARNESS_CANARY", "unset")
 _RUN = "%d-%s" % (os.getpid(), secrets.token_hex(4))
 _AUDIT = sys.audit
@@ -683,7 +867,11 @@ _MODCODES = {}
 def _record(path, code):
     out = []
     _codes(code, out)
-    _MODCODES.setdefault(os.path.realpath(str(path)), {}).update((id(c), c) for c in out)
+    real = os.path.realpath(str(path))
+    codes = _MODCODES.setdefault(real, {})
+    if type(codes) is dict:  # frozen once collection is done: no code added under its name
+        codes.update((id(c), c) for c in out)
+        _AUDIT("harness.guard.codes", real, tuple(out))  # the hook keeps its own copy
 
 
 def _rewrite_test(fn, config):
@@ -781,8 +969,8 @@ def _unchangeable(path):
 def _own_code(code, real):
     """Tell whether ``code`` is the file ``real``'s, as pytest compiled it (or compiles it)."""
     known = _MODCODES.get(real)
-    if known is not None and known.get(id(code)) is code:
-        return True
+    if known is not None:  # pytest compiled this file: its code is what it compiled
+        return known.get(id(code)) is code
     if os.path.realpath(code.co_filename) != real:
         return False
     for rewrite in (True, False):
@@ -992,7 +1180,7 @@ def _verified(value, wrapper=False):
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
-    if id(code) in _KNOWN:
+    if _KNOWN.get(id(code)) is code:
         return True
     if not wrapper and getattr(fn, "__closure__", None) is not None:
         return False
@@ -1011,10 +1199,7 @@ def _verified(value, wrapper=False):
         return False
     if os.path.realpath(where) != os.path.realpath(path):
         return False
-    if not _own_code(code, os.path.realpath(path)):
-        return False
-    _KNOWN[id(code)] = code
-    return True
+    return _own_code(code, os.path.realpath(path))  # not cached: a cache is candidate-writable
 
 
 def _benign(value, depth=0):
@@ -1140,7 +1325,8 @@ def _test_fn(item):
 
 def _snap_items(items):
     for item in items:
-        _ITEMS[id(item)] = (item, type(item), _test_fn(item))
+        fn = _test_fn(item)
+        _ITEMS[id(item)] = (item, type(item), fn, _code_of(fn))
 
 
 def _check_item(item):
@@ -1149,12 +1335,14 @@ def _check_item(item):
     if entry is None or entry[0] is not item:
         _x("test %s was not among the items collected" % item.nodeid)
         return
-    _, kind, obj = entry
+    _, kind, obj, code = entry
     if type(item) is not kind:
         _x("test %s: its class was replaced (%s)" % (item.nodeid, _where(type(item))))
     now = _test_fn(item)
     if now is not obj:
         _x("test %s: its test function was replaced by %s" % (item.nodeid, _where(now)))
+    elif _code_of(now) is not code:
+        _x("test %s: its test function's code was replaced" % (item.nodeid,))
     for key, value in list(vars(item).items()):
         if callable(value) and callable(getattr(kind, key, None)) and not key.startswith("__"):
             _x("test %s: %s set on the item by %s" % (item.nodeid, key, _where(value)))
@@ -1177,14 +1365,31 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    if getattr(session.config, "_harness_canary", False):
+    if getattr(session.config, "_harness_canary", False) and type(_STATE) is list:
         _snapshot(_SEEN, _STATE)
         _check_state()
         _check_hooks(session.config)
         _check_tests(session.items)
         _snap_globals(session.items)
         _snap_items(session.items)
+        _freeze()
         _emit({"k": "n", "n": len(session.items)})
+
+
+def _freeze():
+    """What the checks compare against, made immutable once collection is done.
+
+    Rebinding any of these names afterwards is seen by the guard's audit hook, which holds
+    the plugin's namespace as it was when the collection record went out."""
+    global _STATE, _HOT_STATE, _SEEN, _KNOWN, _KNOWN_TYPES, _ITEMS, _GLOBALS
+    if type(_STATE) is tuple:
+        return
+    _STATE, _HOT_STATE, _SEEN = tuple(_STATE), tuple(_HOT_STATE), frozenset(_SEEN)
+    _KNOWN, _KNOWN_TYPES = _Frozen(_KNOWN), _Frozen(_KNOWN_TYPES)
+    _ITEMS = _Frozen(_ITEMS)
+    _GLOBALS = _Frozen({k: (m, _Frozen(d)) for k, (m, d) in _GLOBALS.items()})
+    for path, codes in list(_MODCODES.items()):
+        _MODCODES[path] = _Frozen(codes)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -1210,6 +1415,7 @@ _UNSEEN = set()
 def pytest_runtest_makereport(item, call):
     # Before the report of each phase is made: what makes and judges it, as loaded.
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
+        _AUDIT("harness.guard.check")  # the hook checks this plugin and the session
         _check_state(_HOT_STATE)
         _check_globals(item)
         _check_item(item)
@@ -1249,6 +1455,9 @@ def pytest_sessionfinish(session, exitstatus):
     # The canary's own failure must not change the run's exit status.
     if exitstatus == 1 and session.testsfailed == 1:
         session.exitstatus = 0
+
+
+_AUDIT("harness.guard.loaded")  # the guard's hook keeps this namespace as it is now
 '''
 
 
