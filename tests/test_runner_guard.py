@@ -531,3 +531,36 @@ def test_pytests_objects_and_the_plugins_namespace_are_checked_before_every_repo
     done, junit, _, problems = _run(tmp_path, lib, locked={"tests/test_arm.py": ARM})
     assert b"test_x" in (junit or b""), done.stdout + done.stderr[-2000:]
     assert problems, done.stdout  # the flipped or stubbed test_x is noted as tampering
+
+
+# An outside red team's PASS without a fix (round ten): candidate code pointed
+# ``sys.pycache_prefix`` at a folder of its own holding pytest's cached rewrite of a hidden
+# test module, with the header of the real source and bytecode of stub tests.
+PYCACHE_PREFIX = """
+import importlib.util, marshal, os, sys
+_src = os.path.abspath("tests/test_lib.py")
+_code = compile("def test_x():\\n    pass\\n\\ndef test_y():\\n    pass\\n", _src, "exec")
+_st = os.stat(_src)
+_dir = "/tmp/pc-%d" % os.getpid() + os.path.dirname(_src)
+os.makedirs(_dir, exist_ok=True)
+import pytest
+_tag = "%s-pytest-%s" % (sys.implementation.cache_tag, pytest.__version__)
+with open(os.path.join(_dir, "test_lib.%s.pyc" % _tag), "wb") as _f:
+    _f.write(importlib.util.MAGIC_NUMBER + b"\\0\\0\\0\\0"
+             + (int(_st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+             + (_st.st_size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(_code))
+sys.pycache_prefix = "/tmp/pc-%d" % os.getpid()
+sys.modules.pop("tests.test_lib", None)
+X = 1
+"""
+
+
+def test_a_planted_cached_rewrite_of_a_test_module_is_never_read(tmp_path):
+    # the candidate is imported first by a locked test that sorts before the real one
+    done, _, _, problems = _run(
+        tmp_path,
+        PYCACHE_PREFIX,
+        locked={"tests/test_a.py": "import lib\n\ndef test_a():\n    pass\n"},
+    )
+    assert b"1 failed" in done.stdout, done.stdout  # test_x still fails on X = 1 ...
+    assert any("pycache_prefix" in p for p in problems), problems  # ... and the move is noted
