@@ -21,6 +21,7 @@ from typing import Any
 
 from harness._safefs import safe_extract
 from harness.sandbox._treebound import TreeCounter
+from harness.sandbox.base import DROP_BOX_MODE
 
 
 class Capture:
@@ -109,6 +110,23 @@ def pack_tree(
                     tar.addfile(info, fh)
             elif info.isdir() or info.issym():
                 tar.addfile(info)
+    return buf.getvalue()
+
+
+def pack_box(rel: PurePosixPath, uid: int, gid: int) -> bytes:
+    """Tar one root-owned drop-box folder ``rel`` (parents ``uid``:``gid``, as written)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_parents(tar, rel.parent, uid, gid)
+        info = tarfile.TarInfo(str(rel))
+        info.type, info.mode, info.uid, info.gid, info.mtime = (
+            tarfile.DIRTYPE,
+            DROP_BOX_MODE,
+            0,
+            0,
+            int(time.time()),
+        )
+        tar.addfile(info)
     return buf.getvalue()
 
 

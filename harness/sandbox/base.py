@@ -30,12 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.cases.model import PhaseContract
 
 __all__ = [
+    "DROP_BOX_MODE",
     "SANDBOX_GID",
     "SANDBOX_IO",
     "SANDBOX_UID",
     "SANDBOX_WORKSPACE",
     "START_LINE",
     "Bound",
+    "DropBox",
     "ExecResult",
     "Sandbox",
     "SandboxPaths",
@@ -122,6 +124,22 @@ class ExecResult(BaseModel):
     def ok(self) -> bool:
         """True when the process exited on its own with status 0."""
         return self.termination is Termination.EXIT and self.exit_code == 0
+
+
+DROP_BOX_MODE = 0o1733
+"""A drop box's mode: anyone may add a file, nobody but its root owner list or remove one."""
+
+
+class DropBox(BaseModel):
+    """What a drop box held when the harness read it back (see ``make_drop_box``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    files: dict[str, bytes] = Field(default_factory=dict)
+    """Regular files by name, each at most the reader's ``max_bytes``."""
+    odd: tuple[str, ...] = ()
+    """What only a sandboxed command can have done: the box replaced or not the harness's,
+    an entry that is not a regular file, a file over ``max_bytes``, more than ``max_files``."""
 
 
 class SandboxPaths(BaseModel):
@@ -299,6 +317,26 @@ class SandboxSession(Protocol):
 
     def remove(self, path: str) -> None:
         """Remove a file or tree at ``path`` inside the sandbox, if present."""
+        ...
+
+    def make_drop_box(self, path: str) -> None:
+        """Create the folder ``path`` under the io folder as a drop box.
+
+        Owned by root (by the harness's user when the harness runs without root), mode
+        :data:`DROP_BOX_MODE`: a sandboxed command may add a file it names, but never list
+        the folder, nor remove, rename or read another's file without knowing its name.
+
+        Raises:
+            SandboxUnavailableError: the folder could not be made.
+        """
+        ...
+
+    def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
+        """Read back what sandboxed commands left in the drop box at ``path``.
+
+        Never follows a link, never opens anything but a regular file, never reads more
+        than ``max_files`` files of ``max_bytes`` each; anything else is in ``odd``.
+        """
         ...
 
     def exec(

@@ -219,6 +219,58 @@ def _files_write_read_remove(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None
         s.remove(f"{s.paths.workspace}/never-existed")
 
 
+def _drop_box(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None:
+    # A sandboxed command adds a file it names; it cannot list the box, nor take it away
+    # unseen; the harness reads every file back and names whatever else is there.
+    code = (
+        "import os, sys\n"
+        "box = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\n"
+        "fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=box)\n"
+        "os.write(fd, sys.argv[2].encode() * 2)\n"
+        "refused = []\n"
+        "for what, call in (('list', lambda: os.listdir(sys.argv[1])),"
+        " ('chmod', lambda: os.chmod(sys.argv[1], 0o777))):\n"
+        "    try:\n        call()\n    except PermissionError:\n        refused.append(what)\n"
+        "print(','.join(refused))\n"
+    )
+    with on.session(sandbox, "drop-box") as s:
+        box = f"{s.paths.io}/box"
+        s.make_drop_box(box)
+        for name in ("k1", "k2"):
+            r = s.exec([*_py(code), box, name])
+            assert r.ok and r.stdout == b"list,chmod\n", _show(r)
+        found = s.read_drop_box(box, max_files=8, max_bytes=16)
+        assert found.files == {"k1": b"k1k1", "k2": b"k2k2"} and found.odd == (), found
+        odd = (
+            "import os, sys\nbox = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\n"
+            "os.symlink('/etc/passwd', 'link', dir_fd=box)\n"
+            "os.mkfifo('fifo', dir_fd=box)\n"
+            "fd = os.open('big', os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=box)\n"
+            "os.write(fd, b'x' * 64)\n"
+        )
+        r = s.exec([*_py(odd), box])
+        assert r.ok, _show(r)
+        found = s.read_drop_box(box, max_files=8, max_bytes=16)
+        assert found.files == {"k1": b"k1k1", "k2": b"k2k2"}, found
+        assert len(found.odd) == 3 and all(
+            n in " ".join(found.odd) for n in ("link", "fifo", "big")
+        )
+        few = s.read_drop_box(box, max_files=2, max_bytes=16)
+        assert "more than 2 entries" in few.odd[-1] and len(few.odd) + len(few.files) == 3, few
+        # a folder of the sandboxed user's own in the box's place is never taken for it
+        swap = (
+            "import os, sys\n"
+            "try:\n    os.rename(sys.argv[1], sys.argv[1] + '.old')\n"
+            "except PermissionError:\n    print('refused')\n"
+            "else:\n    os.mkdir(sys.argv[1], 0o1733)\n"
+        )
+        r = s.exec([*_py(swap), box])
+        assert r.ok, _show(r)
+        found = s.read_drop_box(box, max_files=8, max_bytes=16)
+        if r.stdout != b"refused\n":
+            assert found.files == {} and "replaced" in " ".join(found.odd), found
+
+
 def _network_denied(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -449,6 +501,7 @@ _CHECKS: tuple[tuple[str, Callable[[_Sessions, Sandbox, Path], None]], ...] = (
     ("env_allowlist", _env_allowlist),
     ("workspace_round_trip", _workspace_round_trip),
     ("files_write_read_remove", _files_write_read_remove),
+    ("drop_box", _drop_box),
     ("network_denied", _network_denied),
     ("wall_clock_kills_grandchild", _wall_clock_kills_grandchild),
     ("memory_bound", _memory_bound),

@@ -58,8 +58,9 @@ from harness.sandbox._docker_engine import (
     prune,
 )
 from harness.sandbox._docker_exec import bound_options, run_command
-from harness.sandbox._docker_io import first_file, pack_file, pack_tree, unpack_tree
+from harness.sandbox._docker_io import first_file, pack_box, pack_file, pack_tree, unpack_tree
 from harness.sandbox._docker_sdk import docker
+from harness.sandbox._dropbox import read_box_archive
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
@@ -67,6 +68,7 @@ from harness.sandbox.base import (
     SANDBOX_IO,
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
+    DropBox,
     ExecResult,
     SandboxPaths,
     SealedView,
@@ -586,6 +588,33 @@ class DockerSession:
             if exc.reason == "container_gone":  # 404 from get_archive: the path is absent
                 self._holder_alive(f"read_file {path}")
                 return None
+            raise
+
+    def make_drop_box(self, path: str) -> None:
+        """Create a drop box at ``path``: a root-owned folder in the archive, no command."""
+        p = PurePosixPath(self._inside(path))
+        root = PurePosixPath(_IO if PurePosixPath(_IO) in p.parents else _WS)
+        self._put(str(root), pack_box(p.relative_to(root), *self._owner()), f"drop box {path}")
+
+    def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
+        """Read a drop box back through ``get_archive`` (streamed, bounded)."""
+        path = self._inside(path)
+        self._holder_alive(f"read_drop_box {path}")
+        try:
+            with docker_engine(f"read_drop_box {path}", "transfer_failed"):
+                stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
+                try:
+                    return read_box_archive(
+                        stream, owner=0, max_files=max_files, max_bytes=max_bytes
+                    )
+                finally:
+                    close = getattr(stream, "close", None)
+                    if close is not None:
+                        close()
+        except SandboxUnavailableError as exc:
+            if exc.reason == "container_gone":  # 404: the box is gone
+                self._holder_alive(f"read_drop_box {path}")
+                return DropBox(odd=("the drop box is gone",))
             raise
 
     def remove(self, path: str) -> None:

@@ -8,6 +8,7 @@ infrastructure by raising). It isolates nothing and must never run real work.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.cases.model import PhaseContract
+from harness.sandbox._dropbox import make_host_box, read_host_box
 from harness.sandbox._treebound import check_host_tree
 from harness.sandbox.base import (
     START_LINE,
+    DropBox,
     ExecResult,
     SandboxPaths,
     SandboxSession,
@@ -127,6 +130,17 @@ class FakeSession:
             return None
         data = p.read_bytes()
         return data if limit is None else data[:limit]
+
+    def make_drop_box(self, path: str) -> None:
+        """Make the folder (its mode is set; nothing is enforced)."""
+        make_host_box(self._path(path), None)
+
+    def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
+        """Read the folder back like the local backend."""
+        owner = os.geteuid()
+        return read_host_box(
+            self._path(path), owner=owner, max_files=max_files, max_bytes=max_bytes
+        )
 
     def remove(self, path: str) -> None:
         """Remove a file or folder inside the session."""

@@ -47,6 +47,7 @@ from harness._safefs import UnreadableEntry, copy_tree, read_regular, rmtree
 from harness.cases.model import PhaseContract
 from harness.errors import CandidateTooLarge, SandboxUnavailableError
 from harness.sandbox._cgroup import CgroupStats, ExecCgroup
+from harness.sandbox._dropbox import make_host_box, read_host_box
 from harness.sandbox._host import (
     BOUND_NAMES,
     HostCapabilities,
@@ -65,6 +66,7 @@ from harness.sandbox.base import (
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     SYSTEM_PATH,
+    DropBox,
     ExecResult,
     SandboxPaths,
     SealedView,
@@ -369,6 +371,30 @@ class LocalSession:
         if not self._resolves_inside(p.parent):
             return None
         return read_regular(p, limit)
+
+    def make_drop_box(self, path: str) -> None:
+        """Create a drop box at ``path``: see :meth:`SandboxSession.make_drop_box`.
+
+        Raises:
+            SandboxUnavailableError: the folder could not be made.
+        """
+        p = self._inside(path)
+        try:
+            if not self._resolves_inside(p.parent):
+                raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
+            make_host_box(p, 0 if self._owned else None)
+        except (OSError, ValueError) as exc:
+            raise SandboxUnavailableError(
+                f"local sandbox {self.label}: could not make the drop box {path}: {exc}"
+            ) from exc
+
+    def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
+        """Read a drop box back: see :meth:`SandboxSession.read_drop_box`."""
+        p = self._inside(path)
+        if not self._resolves_inside(p.parent):
+            return DropBox(odd=("the drop box's folder was replaced by a link",))
+        owner = 0 if self._owned else os.geteuid()
+        return read_host_box(p, owner=owner, max_files=max_files, max_bytes=max_bytes)
 
     def remove(self, path: str) -> None:
         """Remove the file, symlink or tree at ``path`` (a symlink itself, not its target)."""

@@ -21,6 +21,7 @@ CHECK_NAMES = sorted(conformance_checks())
 def test_suite_covers_the_required_behaviours() -> None:
     assert set(CHECK_NAMES) == {
         "closed_session_leaves_no_files",
+        "drop_box",
         "endpoint_relay",
         "env_allowlist",
         "exec_exit_codes_and_output",
