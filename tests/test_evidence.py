@@ -6,23 +6,27 @@ import hashlib
 import hmac
 import json
 
-from harness.trial.evidence import check_reports, parse_stream, strip_stream
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.trial.evidence import check_reports, parse_stream, read_keys, strip_stream
 from harness.trial.runner_guard import canary_token
 
 NONCE = "n0nce"
+KEY = bytes(range(32))
 PATH = "/workspace/reports/junit.xml"
 CANARY = f"::harness_canary_{canary_token(NONCE)}"
 
 
-def signed(body: bytes, nonce: str = NONCE) -> bytes:
-    """A record line as the guard writes it: public tag, JSON, HMAC under the secret."""
-    tag = hashlib.sha256(b"harness-tag:" + nonce.encode()).hexdigest()[:32].encode()
-    mac = hmac.new(nonce.encode(), body, hashlib.sha256).hexdigest().encode()
+def signed(body: bytes, key: bytes = KEY) -> bytes:
+    """A record line as the guard writes it: public tag, JSON, HMAC under its key."""
+    tag = hashlib.sha256(b"harness-tag:" + key).hexdigest()[:32].encode()
+    mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
     return b"\n@@harness:" + tag + b"@@ " + body + b" " + mac + b"\n"
 
 
-def rec(nonce: str = NONCE, **fields: object) -> bytes:
-    return signed(json.dumps(fields).encode(), nonce)
+def rec(key: bytes = KEY, **fields: object) -> bytes:
+    return signed(json.dumps(fields).encode(), key)
 
 
 def stream(*tests: tuple[str, str], end: bool = True, canary: str = "failed") -> bytes:
@@ -50,7 +54,7 @@ def report(*cases: tuple[str, str]) -> bytes:
 
 def problems(err: bytes, data: bytes | None, *, pytest_command: bool = True) -> list[str]:
     return check_reports(
-        parse_stream(err, NONCE), {PATH: data}, NONCE, pytest_command=pytest_command
+        parse_stream(err, [KEY]), {PATH: data}, NONCE, pytest_command=pytest_command
     )
 
 
@@ -83,19 +87,21 @@ def test_a_genuine_record_edited_on_its_way_out_is_tampering() -> None:
     err = stream(("t.m::a", "failed"))
     assert problems(err, report(("t.m::a", "failed"))) == []
     edited = err.replace(b'"o": "failed"', b'"o": "passed"').replace(b"@@ {", b"@@ {", 1)
-    assert b"harness_canary" in edited and NONCE.encode() not in err  # no secret written
+    assert b"harness_canary" in edited and KEY.hex().encode() not in err  # no key written
     found = problems(edited, ok)
     assert any("forged or malformed" in p for p in found), found
 
 
-def test_a_record_under_another_secret_is_tampering_even_beside_a_true_stream() -> None:
-    """A guessed secret (or one read from memory and not this run's) is no quiet noise."""
+def test_a_record_under_another_key_is_tampering_even_beside_a_true_stream() -> None:
+    """A key no guard left in the drop box (guessed, or made by candidate code) is no quiet
+    noise, and neither is a marker that is no tag at all."""
     err = stream(("t.m::a", "passed"))
     ok = report(("t.m::a", "passed"))
     assert problems(err, ok) == []
-    guessed = rec("guess", k="end", run="r", exit=0)
-    found = problems(err + guessed, ok)
-    assert any("a secret not this run's" in p for p in found), found
+    guessed = rec(b"g" * 32, k="end", run="r", exit=0)
+    for extra in (guessed, b"\n@@harness:zz@@ {}\n"):
+        found = problems(err + extra, ok)
+        assert any("did not leave in the harness's drop box" in p for p in found), found
 
 
 def _run_records(run: str, *, end: bool = True, junit: str = PATH) -> list[bytes]:
@@ -166,6 +172,45 @@ def test_guard_records_and_forged_records_are_tampering() -> None:
 
 def test_the_records_are_stripped_from_what_the_reviewer_reads() -> None:
     err = stream(("t.m::a", "passed"))
-    shown = strip_stream(err, NONCE)
+    shown = strip_stream(err, [KEY])
     assert b"@@harness" not in shown and b"some output" in shown
-    assert strip_stream(b"plain\n", NONCE) == b"plain\n"
+    assert strip_stream(b"plain\n", [KEY]) == b"plain\n"
+    foreign = err + rec(b"g" * 32, k="end", run="r", exit=0)
+    assert strip_stream(foreign, [KEY]).count(b"@@harness") == 1  # the candidate's: shown
+
+
+def test_the_drop_box_gives_keys_and_names_everything_else() -> None:
+    keys, odd = read_keys(
+        {"a": KEY.hex().encode(), "b": b"not a key", "c": KEY.hex().upper().encode()}
+    )
+    assert keys == [KEY]
+    assert len(odd) == 2 and all("not a key" in o for o in odd), odd
+
+
+@given(st.dictionaries(st.text(max_size=20), st.binary(max_size=80), max_size=8))
+def test_reading_keys_never_raises_and_accounts_for_every_file(files: dict[str, bytes]) -> None:
+    keys, odd = read_keys(files)
+    assert len(keys) + len(odd) == len(files)
+    assert all(len(k) == 32 for k in keys)
+
+
+def test_a_run_is_finished_only_under_the_key_that_started_it() -> None:
+    """Candidate code can leave a key of its own in the drop box: records under it for the
+    real run (its id is public) never finish that run."""
+    other = b"o" * 32
+    ok = report(("t.m::a", "passed"))
+    real = b"out\n" + rec(k="start", run="r", junit=PATH, dir="/workspace")
+    forged = (
+        b"".join(
+            rec(other, k="t", run="r", id=test_id, when=when, o=o)
+            for test_id, o in (("t.m::a", "passed"), (CANARY, "failed"))
+            for when in ("setup", "call", "teardown")
+        )
+        + rec(other, k="n", run="r", n=2)
+        + rec(other, k="end", run="r", exit=0)
+    )
+    found = check_reports(
+        parse_stream(real + forged, [KEY, other]), {PATH: ok}, NONCE, pytest_command=True
+    )
+    assert any("forged or malformed" in p for p in found), found
+    assert any("ended before the run did" in p for p in found), found

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -12,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.trial.evidence import check_reports, guard_files, parse_stream
+from harness.sandbox._dropbox import make_host_box, read_host_box
+from harness.trial.evidence import check_reports, guard_files, parse_stream, read_keys
 from harness.trial.junit import parse_junit
 from harness.trial.runner_guard import check_canary, guard_env
 
@@ -31,8 +31,11 @@ def _run(
     argv_extra=(),
     locked: dict[str, str] | None = None,
     nonce: str = "n0nce",
+    armed: bool = True,
 ):
-    ws, guard = tmp_path / "ws", tmp_path / "guard"
+    ws, guard, box = tmp_path / "ws", tmp_path / "guard", tmp_path / "box"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    make_host_box(box, None)
     (ws / "tests").mkdir(parents=True)
     (ws / "lib.py").write_text(lib)
     (ws / "tests" / "test_lib.py").write_text(
@@ -42,17 +45,27 @@ def _run(
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
     guard.mkdir()
-    files = guard_files(str(ws), ["lib.py", *(extra or {})], [*(locked or {}), "tests/test_lib.py"])
+    files = guard_files(
+        str(ws),
+        ["lib.py", *(extra or {})],
+        [*(locked or {}), "tests/test_lib.py"],
+        box=str(box),
+        box_owner=os.geteuid(),
+    )
     for rel, data in files.items():
         (guard / rel).write_bytes(data)
     env = {"PATH": os.environ["PATH"], **guard_env(str(guard), nonce)}
+    if not armed:
+        del env["HARNESS_STREAM"]
     argv = [sys.executable, "-m", "pytest", "-q", "--junitxml=reports/junit.xml", *argv_extra]
     done = subprocess.run([*argv, "tests"], cwd=ws, env=env, capture_output=True, check=False)
     junit = (ws / "reports" / "junit.xml").read_bytes() if (ws / "reports").exists() else None
-    stream = parse_stream(done.stderr, nonce)
+    found = read_host_box(box, owner=os.geteuid(), max_files=64, max_bytes=64)
+    keys, odd = read_keys(found.files)
+    stream = parse_stream(done.stderr, keys)
     path = str(ws / "reports" / "junit.xml")
     guarded = stream.ran_tests(path)
-    problems = check_reports(stream, {path: junit}, nonce, pytest_command=True)
+    problems = [*found.odd, *odd, *check_reports(stream, {path: junit}, nonce, pytest_command=True)]
     return done, junit, guarded, problems
 
 
@@ -202,15 +215,14 @@ def _memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="reads another process's memory: needs root")
-def test_the_streams_secret_and_marker_are_not_in_the_test_processs_memory(tmp_path):
+def test_the_streams_key_is_not_in_the_test_processs_memory(tmp_path):
     """An outside red team read the marker out of ``/proc/self/mem`` and forged the stream.
 
     Looked for from outside, while a test runs (after the guard wrote its first records):
-    neither the secret nor the marker sits in the process's memory, in any form code under
-    test could scan for.
+    the guard's key (which the harness reads back from its drop box) does not sit in the
+    process's memory, raw or as hex, for code under test to scan for.
     """
-    nonce = secrets.token_hex(16)
-    ws = tmp_path / "ws"
+    ws, box = tmp_path / "ws", tmp_path / "box"
     probe = (
         "import os, pathlib, time\n\n"
         "def test_wait():\n"
@@ -227,15 +239,14 @@ def test_the_streams_secret_and_marker_are_not_in_the_test_processs_memory(tmp_p
             time.sleep(0.02)
         try:
             pid = int((ws / "ready").read_text())
-            seen.append(_memory_holds(pid, [nonce.encode(), b"@@harness:" + nonce.encode()]))
+            (key,) = read_keys(read_host_box(box, owner=0, max_files=4, max_bytes=64).files)[0]
+            seen.append(_memory_holds(pid, [key, key.hex().encode()]))
         finally:
             (ws / "go").write_text("")
 
     watcher = threading.Thread(target=look)
     watcher.start()
-    done, _, guarded, problems = _run(
-        tmp_path, "X = 2\n", locked={"tests/test_probe.py": probe}, nonce=nonce
-    )
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_probe.py": probe})
     watcher.join()
     assert done.returncode == 0, done.stdout
     assert guarded and problems == [], problems
@@ -251,11 +262,10 @@ def test_candidate_code_replacing_the_test_process_is_tampering(tmp_path):
     assert any("audit: os.exec" in p for p in problems), problems
 
 
-def test_a_pytest_without_the_secret_writes_no_records(tmp_path):
-    """A pytest that a test starts inherits the guard but not the secret (the guard took it
-    out of the environment): it writes nothing under an empty secret, which the harness
-    would read as a forged record."""
-    done = _run(tmp_path, "X = 2\n", nonce="")[0]
+def test_a_pytest_not_asked_for_a_stream_writes_no_records(tmp_path):
+    """A pytest that a test starts inherits the guard but not the request for a stream
+    (the guard took it out of the environment): it makes no key and writes no record."""
+    done = _run(tmp_path, "X = 2\n", armed=False)[0]
     assert done.returncode == 0, done.stdout
     assert b"@@harness:" not in done.stderr, done.stderr[-500:]
 
@@ -431,18 +441,30 @@ def test_no_signal_handler_can_be_installed_in_the_test_process(tmp_path):
         "    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL\n"
         "    child = [sys.executable, '-c', 'import signal; print(signal.SIGTERM)']\n"
         "    assert subprocess.run(child, capture_output=True).returncode == 0\n"
+        "\n\ndef test_no_process_reaches_anothers_memory():\n"
+        "    # refused before the kernel looks for the process (no such pid: ESRCH otherwise)\n"
+        "    code = ('import ctypes, os; l = ctypes.CDLL(None, use_errno=True); '\n"
+        "            'r = [l.syscall(n, 16, 0x3FFFFFFF, 0, 0) for n in %r]; '\n"
+        "            'print(r, ctypes.get_errno())' % (NUMBERS,))\n"
+        "    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)\n"
+        "    assert done.stdout.strip() == '[-1, -1, -1] %d' % errno.EPERM, done\n"
         "\n\ndef test_a_nested_pytest_runs(tmp_path):\n"
         "    (tmp_path / 'test_in.py').write_text('def test_in():\\n    pass\\n')\n"
         "    argv = [sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider']\n"
         "    done = subprocess.run([*argv, str(tmp_path)], capture_output=True)\n"
         "    assert done.returncode == 0, done.stdout + done.stderr\n"
     )
+    # ptrace (PTRACE_ATTACH is 16), process_vm_readv, pidfd_getfd
+    numbers = {"x86_64": (101, 310, 438), "aarch64": (117, 270, 438)}[os.uname().machine]
+    probe = probe.replace(
+        "from lib import REFUSED\n", f"from lib import REFUSED\nNUMBERS = {numbers}\n"
+    )
     done, junit, _, problems = _run(
         tmp_path, FRAME_FROM_A_SIGNAL, locked={"tests/test_sealed.py": probe}
     )
     assert b"test_sealed" in (junit or b"") and b'name="test_sealed"' in junit
     assert done.returncode == 1, done.stdout  # test_x fails honestly; the probe passes
-    assert b"1 failed, 3 passed" in done.stdout, done.stdout
+    assert b"1 failed, 4 passed" in done.stdout, done.stdout
     assert problems == [], problems
 
 

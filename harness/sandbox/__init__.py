@@ -4,8 +4,10 @@ The Docker backend lives in ``harness.sandbox.docker`` and is imported on demand
 the docker SDK and an engine); backends are looked up by name in ``harness.sandbox.registry``.
 """
 
+from harness.sandbox._seccomp import seal_program
 from harness.sandbox.base import (
     Bound,
+    DropBox,
     ExecResult,
     Sandbox,
     SandboxPaths,
@@ -18,6 +20,7 @@ from harness.sandbox.local import LocalSandbox, LocalSession
 __all__ = [
     "Bound",
     "Check",
+    "DropBox",
     "ExecResult",
     "LocalSandbox",
     "LocalSession",
@@ -26,4 +29,5 @@ __all__ = [
     "SandboxSession",
     "Termination",
     "conformance_checks",
+    "seal_program",
 ]

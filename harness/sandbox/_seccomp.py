@@ -21,7 +21,7 @@ import os
 import platform
 import struct
 
-__all__ = ["DENIED", "filter_fd", "filter_program"]
+__all__ = ["DENIED", "SEALED", "filter_fd", "filter_program", "seal_program"]
 
 # Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
 _LD_W_ABS = 0x20
@@ -37,6 +37,7 @@ _RET_ALLOW = 0x7FFF0000
 _OFF_NR = 0
 _OFF_ARCH = 4
 _OFF_ARG0_LOW = 16  # little-endian: the low 32 bits of args[0] come first
+_OFF_ARG1_LOW = 24
 
 _X32_SYSCALL_BIT = 0x40000000
 
@@ -94,6 +95,11 @@ DENIED: tuple[str, ...] = (
 # Per machine: the audit arch of its native ABI, whether x32 numbers must be refused, and
 # the number of every call named above plus clone and clone3.
 _X86_64 = {
+    "rt_sigaction": 13,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "pidfd_getfd": 438,
     "add_key": 248,
     "request_key": 249,
     "keyctl": 250,
@@ -136,6 +142,11 @@ _X86_64 = {
     "clone3": 435,
 }
 _AARCH64 = {
+    "rt_sigaction": 134,
+    "ptrace": 117,
+    "process_vm_readv": 270,
+    "process_vm_writev": 271,
+    "pidfd_getfd": 438,
     "add_key": 217,
     "request_key": 218,
     "keyctl": 219,
@@ -212,12 +223,53 @@ def filter_program(machine: str | None = None) -> bytes:
         _insn(_JEQ_K, arch, jt=1),
         _insn(_RET_K, _RET_KILL_PROCESS),
     ]
+    return _assemble(head, body, ("allow", "deny", "enosys"))
+
+
+SEALED: tuple[str, ...] = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd")
+"""What the verifier's guard also refuses, from the test run on: reaching another process's
+memory or descriptors (a process the candidate left running, and a pytest it starts later)."""
+
+
+def seal_program(machine: str | None = None) -> bytes:
+    """Return the verifier guard's own filter for ``machine`` (default: this host's).
+
+    Installed by the guard in a guarded pytest process (``harness.trial.evidence``) before
+    any code of the candidate's runs, on every thread and inherited by every child: a new
+    signal handler (``rt_sigaction`` with an action; reading one still works) and the
+    calls of :data:`SEALED` fail with ``EPERM``, as does any other ABI.
+
+    Raises:
+        ValueError: no filter is known for the machine.
+
+    """
+    name = machine or platform.machine()
+    if name not in _MACHINES:
+        raise ValueError(f"no seccomp filter for machine {name!r} (known: x86_64, aarch64)")
+    arch, x32, numbers = _MACHINES[name]
+    body: list[tuple[int, int, str | None, str | None]] = [(_LD_W_ABS, _OFF_NR, None, None)]
+    if x32:
+        body.append((_JGE_K, _X32_SYSCALL_BIT, "deny", None))
+    body += [(_JEQ_K, numbers[call], "deny", None) for call in SEALED]
+    body.append((_JEQ_K, numbers["rt_sigaction"], None, "allow"))
+    body.append((_LD_W_ABS, _OFF_ARG1_LOW, None, None))  # the new action: NULL only reads
+    body.append((_JEQ_K, 0, None, "deny"))
+    body.append((_LD_W_ABS, _OFF_ARG1_LOW + 4, None, None))
+    body.append((_JEQ_K, 0, "allow", "deny"))
+    head = [
+        _insn(_LD_W_ABS, _OFF_ARCH),
+        _insn(_JEQ_K, arch, jt=1),
+        _insn(_RET_K, _RET_ERRNO | errno.EPERM),
+    ]
+    return _assemble(head, body, ("allow", "deny"))
+
+
+def _assemble(
+    head: list[bytes], body: list[tuple[int, int, str | None, str | None]], ends: tuple[str, ...]
+) -> bytes:
+    """Lay out ``body`` after ``head``, its jumps resolved to the returns ``ends`` (in order)."""
     start = len(head)
-    target = {
-        "allow": start + len(body),
-        "deny": start + len(body) + 1,
-        "enosys": start + len(body) + 2,
-    }
+    target = {name: start + len(body) + i for i, name in enumerate(ends)}
     out = list(head)
     for i, (code, k, jt, jf) in enumerate(body):
         here = start + i
@@ -229,9 +281,12 @@ def filter_program(machine: str | None = None) -> bytes:
                 jf=target[jf] - here - 1 if jf else 0,
             )
         )
-    out.append(_insn(_RET_K, _RET_ALLOW))
-    out.append(_insn(_RET_K, _RET_ERRNO | errno.EPERM))
-    out.append(_insn(_RET_K, _RET_ERRNO | errno.ENOSYS))
+    returns = {
+        "allow": _RET_ALLOW,
+        "deny": _RET_ERRNO | errno.EPERM,
+        "enosys": _RET_ERRNO | errno.ENOSYS,
+    }
+    out += [_insn(_RET_K, returns[name]) for name in ends]
     return b"".join(out)
 
 

@@ -8,9 +8,17 @@ writes it to the verifier's inherited stderr *as it happens*, one line per recor
 harness reads it from the captured stream after the run: what was written cannot be taken
 back by code that runs later in the process (an exit handler, a rewritten report).
 
-Records (``@@harness:<tag>@@ {json} <mac>``: a public tag derived from the run's secret, and
-an HMAC-SHA256 of the JSON under the secret, which no record carries, so code that reads the
-records on their way out cannot change them or make new ones):
+Records (``@@harness:<tag>@@ {json} <mac>``: a public tag derived from the writing process's
+key, and an HMAC-SHA256 of the JSON under that key, which no record carries, so code that
+reads the records on their way out cannot change them or make new ones). Each guarded pytest
+process makes its own key before any code the candidate wrote runs and leaves it in the
+harness's drop box (:meth:`~harness.sandbox.base.SandboxSession.make_drop_box`: a folder the
+sandboxed user may add a file to but never list); no environment, descriptor or other
+process holds it, so a shell that started pytest has nothing to leak. Candidate code can
+leave a key of its own there too, and sign records with it: a run belongs to the key that
+started it, and the run starts (``pytest_load_initial_conftests``) before any ``conftest.py``
+loads, so such records finish no real run and a run of its own over the same report is a
+second writer (:func:`check_reports`: tampering either way). The records:
 
 * ``start``: a pytest run that writes a JUnit report began (its report path, its run id);
 * ``t``: one phase of one test ended (JUnit id, phase, outcome), from the runner's own
@@ -32,6 +40,7 @@ tells candidate code it is being checked rather than judged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -42,15 +51,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness._safefs import loads_json
+from harness.sandbox import seal_program
 from harness.trial.junit import JUnitError, parse_junit
 from harness.trial.runner_guard import canary_token
 
 __all__ = [
     "GUARD_MOUNT",
+    "KEY_BYTES",
     "Stream",
     "check_reports",
     "guard_files",
     "parse_stream",
+    "read_keys",
     "strip_stream",
 ]
 
@@ -120,27 +132,6 @@ class _HarnessEarly:
         return None
 
 
-def _scrub(entry):
-    """Overwrite ``entry`` in this process's initial environment block (``/proc/self/environ``)."""
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
-        needle = entry.encode("utf-8", "surrogateescape")
-        with open("/proc/self/mem", "r+b", buffering=0) as mem:
-            mem.seek(start)
-            block = mem.read(end - start)
-            at = block.find(needle)
-            if at >= 0:
-                mem.seek(start + at)
-                mem.write(b"X" * len(needle))
-            _wipe(block)
-        _wipe(needle)
-    except (OSError, ValueError, IndexError):
-        pass
-    _wipe(entry)
-
-
 def _wipe(value):
     """Zero the characters of a bytes or ASCII str object in place (it is about to go)."""
     try:
@@ -169,8 +160,9 @@ def _undumpable():
         pass
 
 
-# (AUDIT_ARCH_*, rt_sigaction, seccomp) by machine: the filter below needs the numbers.
-_SEAL_ABI = {"x86_64": (0xC000003E, 13, 317), "aarch64": (0xC00000B7, 134, 277)}
+# seccomp(2) by machine: the filter itself is the harness's (``seal.bpf``, built by
+# harness.sandbox.seal_program), only installed here.
+_SEAL_ABI = {"x86_64": 317, "aarch64": 277}
 
 
 def _seal_signals():
@@ -180,40 +172,36 @@ def _seal_signals():
     the frame running there: candidate code with a timer and a handler reaches any frame,
     the guard's own among them, without one audited event. So before pytest or anything it
     loads runs, SIGINT's Python handler goes back to the default, faulthandler (pytest's
-    crash reports) installs its handlers, and a kernel filter (seccomp, on every thread)
-    makes ``rt_sigaction`` with a new action fail with EPERM; reading a disposition still
-    works. Returns why it could not, or None.
+    crash reports) installs its handlers, and the harness's kernel filter (seccomp,
+    ``seal.bpf``, on every thread and every child) makes ``rt_sigaction`` with a new action
+    fail with EPERM (reading a disposition still works), and ``ptrace``,
+    ``process_vm_readv``/``writev`` and ``pidfd_getfd`` too: no process the candidate starts
+    reaches a later pytest's memory. Returns why it could not, or None.
     """
     try:
         import ctypes
         import faulthandler
         import signal
-        import struct
 
-        abi = _SEAL_ABI.get(_os.uname().machine)
-        if abi is None:
+        seccomp = _SEAL_ABI.get(_os.uname().machine)
+        here = _os.path.dirname(_os.path.abspath(__file__))
+        try:
+            with open(_os.path.join(here, "seal.bpf"), "rb") as fh:
+                code = fh.read()
+        except OSError:
+            code = b""
+        if seccomp is None or not code or len(code) % 8:
             return "no signal seal for machine %s" % _os.uname().machine
-        arch, sigaction, seccomp = abi
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
         if not faulthandler.is_enabled():
             faulthandler.enable()  # its handlers now; pytest's enable only moves its file
-        deny, allow = 0x00050000 | 1, 0x7FFF0000  # SECCOMP_RET_ERRNO(EPERM), RET_ALLOW
-        prog = (
-            (0x20, 0, 0, 4), (0x15, 1, 0, arch), (0x06, 0, 0, deny),  # another ABI: nothing
-            (0x20, 0, 0, 0), (0x35, 5, 0, 0x40000000),  # x32 numbers: nothing
-            (0x15, 0, 5, sigaction),
-            (0x20, 0, 0, 24), (0x15, 0, 2, 0),  # the new action (args[1]), low word
-            (0x20, 0, 0, 28), (0x15, 1, 0, 0),  # and high word: NULL only reads
-            (0x06, 0, 0, deny), (0x06, 0, 0, allow),
-        )
-        code = b"".join(struct.pack("HBBI", *ins) for ins in prog)
         buf = ctypes.create_string_buffer(code, len(code))
 
         class Fprog(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-        fprog = Fprog(len(prog), ctypes.addressof(buf))
+        fprog = Fprog(len(code) // 8, ctypes.addressof(buf))
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             return "no signal seal: no_new_privs refused (errno %d)" % ctypes.get_errno()
@@ -244,9 +232,47 @@ def _tolerant_faulthandler():
         pass
 
 
+def _register(cfg):
+    """Return a fresh key for this process's records, once it is in the harness's box.
+
+    The box must be the harness's (a folder owned by ``box_owner``, mode 1733), opened
+    without following a link and checked on the open descriptor, so a folder the
+    candidate put in its place never sees the key. A key that could not be left there is
+    still returned: every record signed with it is one the harness cannot check
+    (tampering, never a verdict believed)."""
+    key = _os.urandom(32)
+    # O_PATH: the box may not be read (listed), only searched and added to
+    flags = _os.O_PATH | _os.O_DIRECTORY | _os.O_NOFOLLOW | _os.O_CLOEXEC
+    try:
+        box = _os.open(cfg["box"], flags)
+    except (OSError, KeyError, TypeError, ValueError):
+        return key
+    try:
+        st = _os.fstat(box)
+        if st.st_uid != cfg.get("box_owner", 0) or st.st_mode & 0o7777 != 0o1733:
+            return key
+        hexlify = __import__("binascii").hexlify
+        made = _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_NOFOLLOW | _os.O_CLOEXEC
+        name, text = hexlify(_os.urandom(16)), hexlify(key)
+        try:
+            fd = _os.open(name, made, 0o600, dir_fd=box)
+            try:
+                _os.write(fd, text)
+            finally:
+                _os.close(fd)
+        finally:
+            _wipe(name)
+            _wipe(text)
+    except OSError:
+        pass
+    finally:
+        _os.close(box)
+    return key
+
+
 def _install():
     here = _os.path.dirname(_os.path.abspath(__file__))
-    scrub, early = _scrub, []
+    early = []
     escapes = {i: "\\u%04x" % i for i in (*range(32), *range(0xD800, 0xE000))}
     escapes.update({ord('"'): '\\"', ord("\\"): "\\\\"})
 
@@ -277,22 +303,27 @@ def _install():
     changes = frozenset(("os.remove", "os.rename", "os.truncate", "os.chmod", "os.utime"))
     norm = _os.path.normpath
     getcwd = _os.getcwd
-    # The stream's secret: taken out of the environment (children do not inherit it) and
-    # out of this process's initial environment block; from here on only the audit hook
-    # below holds it, and no Python object reaches an audit hook.
-    # (A wrapper that starts pytest as a child keeps it for that child: read, not taken.)
-    # Held masked (XOR with a random key) and unmasked in place only while a record is
-    # signed, so no copy of the marker or the secret sits in this process's memory for
-    # code that reads it (``ctypes``) to find; the interpreter's own copies are zeroed.
+    # The stream's key: this process's own, made here before any code the candidate wrote
+    # can run, and left in the harness's drop box (a folder the sandboxed user may add a
+    # file to but never list) under a random name. No other process holds it, none
+    # inherits it, no environment or descriptor carries it: a wrapper that started this
+    # pytest knows only that the harness asked for a stream (``HARNESS_STREAM``, taken out
+    # here so a pytest a test starts streams nothing). From here on only the audit hook
+    # below holds it, and no Python object reaches an audit hook. Held masked (XOR with a
+    # random key) and unmasked in place only while a record is signed, so no copy of the
+    # key sits in this process's memory for code that reads it (``ctypes``) to find.
     running = _pytest_run()
-    held = getattr(_os.environ, "_data", {}).get(b"HARNESS_STREAM") if running else None
-    secret = (_os.environ.pop if running else _os.environ.get)("HARNESS_STREAM", "")
-    raw = secret.encode("utf-8", "surrogateescape")
+    armed = (_os.environ.pop if running else _os.environ.get)("HARNESS_STREAM", "")
+    if armed and running:
+        _undumpable()  # first: no other process opens /proc/<pid>/fd or mem from here on
+        raw = _register(cfg)
+    else:
+        raw = b""
     sec, key = bytearray(raw), bytearray(_os.urandom(len(raw)))
     span = range(len(raw))
     for i in span:
         sec[i] ^= key[i]
-    # Each record is written under a public tag and carries a MAC under the secret, which
+    # Each record is written under a public tag and carries a MAC under the key, which
     # is never written: code that reads the records on their way out (a pipe of its own
     # over this descriptor) can drop them, not change them or make new ones.
     try:
@@ -301,17 +332,14 @@ def _install():
         from hmac import digest as mac
         from hashlib import sha256
     tagger = sha256(b"harness-tag:")
-    tagger.update(raw)  # no joined copy of the secret to leave behind
+    tagger.update(raw)  # no joined copy of the key to leave behind
     head = b"\n@@harness:" + tagger.hexdigest()[:32].encode() + b"@@ "
     del tagger
     unsealed = None
-    if secret and running:
-        scrub("HARNESS_STREAM=" + secret)
-        for value in (raw, held, secret):
-            _wipe(value)
-        _undumpable()
+    if raw:
+        _wipe(raw)
         unsealed = _seal_signals()
-    del raw, held, secret
+    del raw
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
     try:
@@ -374,7 +402,7 @@ def _install():
 
     def out(rec):
         if not span:
-            return  # no secret (a pytest a test started): nothing to write records under
+            return  # no key (a pytest a test started): nothing to write records under
         body = encode(rec).encode("utf-8", "surrogatepass")
         for i in span:
             sec[i] ^= key[i]
@@ -784,7 +812,7 @@ def _install():
 
 _tolerant_faulthandler()
 _install()
-del _install, _scrub, _wipe, _undumpable, _tolerant_faulthandler
+del _install, _register, _wipe, _undumpable, _tolerant_faulthandler
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
@@ -807,7 +835,7 @@ _AUDIT = sys.audit
 
 def _emit(rec):
     # Written by the guard's audit hook (sitecustomize), which alone holds the stream's
-    # secret and its descriptor, and takes records only from this code, called by this file.
+    # key and its descriptor, and takes records only from this code, called by this file.
     rec["run"] = _RUN
     _AUDIT("harness.guard", rec)
 
@@ -1364,14 +1392,33 @@ def _check_item(item):
             _x("test %s: %s set on the item by %s" % (item.nodeid, key, _where(value)))
 
 
+_STARTED = []  # the report this run said it writes, before any conftest.py was loaded
+
+
+def _start(config, option):
+    xml = getattr(option, "xmlpath", None)
+    if xml and not getattr(option, "collectonly", False):
+        _STARTED.append(os.path.abspath(xml))
+        _emit({"k": "start", "junit": _STARTED[0], "dir": str(config.invocation_params.dir)})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Before any conftest.py (the first code of the workspace's that runs): the run's start
+    # is on the harness's stream before candidate code could keep it off, so a run of the
+    # candidate's own over the same report is a second writer, never the only one.
+    if not _STARTED:
+        _start(early_config, early_config.known_args_namespace)
+
+
 def pytest_configure(config):
     _CONFIG.append(config)
+    if not _STARTED:
+        _start(config, config.option)  # a pytest whose -p plugins miss the early hook
+    config._harness_canary = bool(_STARTED)
     xml = getattr(config.option, "xmlpath", None)
-    collect = getattr(config.option, "collectonly", False)
-    config._harness_canary = bool(xml) and not collect
-    if config._harness_canary:
-        where = str(config.invocation_params.dir)
-        _emit({"k": "start", "junit": os.path.abspath(xml), "dir": where})
+    if _STARTED and (not xml or os.path.abspath(xml) != _STARTED[0]):
+        _x("the run's JUnit report was moved after it started (to %r)" % (xml,))
 
 
 @pytest.hookimpl(trylast=True)
@@ -1478,9 +1525,18 @@ _AUDIT("harness.guard.loaded")  # the guard's hook keeps this namespace as it is
 
 
 def guard_files(
-    workspace: str, candidate: Iterable[str], locked: Iterable[str] = ()
+    workspace: str,
+    candidate: Iterable[str],
+    locked: Iterable[str] = (),
+    *,
+    box: str | None = None,
+    box_owner: int = 0,
 ) -> dict[str, bytes]:
     """Return the guard's files (mounted read-only at :data:`GUARD_MOUNT`).
+
+    ``box``: the drop box (:meth:`harness.sandbox.base.SandboxSession.make_drop_box`)
+    where each guarded pytest leaves its key, owned by ``box_owner``; a guard that finds
+    no such box there signs with a key the harness never learns (its records: tampering).
 
     ``candidate``: the workspace-relative files the candidate added or changed; code from
     them that walks the runner's objects, or implements a runner hook, is tampering.
@@ -1488,12 +1544,22 @@ def guard_files(
     from those or from files outside the workspace the run cannot change, and only when its
     code is what that file compiles to.
     """
-    cfg = {"workspace": workspace, "candidate": sorted(candidate), "locked": sorted(locked)}
-    return {
+    cfg = {
+        "workspace": workspace,
+        "candidate": sorted(candidate),
+        "locked": sorted(locked),
+        "box": box,
+        "box_owner": box_owner,
+    }
+    files = {
         "sitecustomize.py": _SITECUSTOMIZE.encode(),
         "harness_canary.py": _PLUGIN.encode(),
         "guard.json": json.dumps(cfg).encode(),
     }
+    # no filter for this machine: the guard says so (tampering: closed)
+    with contextlib.suppress(ValueError):
+        files["seal.bpf"] = seal_program()
+    return files
 
 
 # ---------------------------------------------------------------------------- the stream
@@ -1502,6 +1568,7 @@ def guard_files(
 @dataclass
 class _Run:
     junit: str
+    key: bytes
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
     collected: int | None = None
     end: dict[str, object] | None = None
@@ -1517,7 +1584,7 @@ class Stream:
     tampering: list[str] = field(default_factory=list)
     """What the guard saw in the process (``x`` records), deduplicated, in order."""
     malformed: int = 0
-    """Records with the nonce that are not valid (only candidate code writes those)."""
+    """Records under a guard's key that are not valid (only candidate code writes those)."""
 
     def ran_tests(self, junit: str) -> bool:
         """Tell whether the last run writing ``junit`` streamed any test outcome.
@@ -1530,51 +1597,78 @@ class Stream:
 
 
 _ANY_MARKER = b"@@harness:"
-_FOREIGN = "a stream record under a secret not this run's"
+_TAGGED = re.compile(rb"@@harness:[0-9a-f]{32}@@ ")
+_FOREIGN = "a stream record under a key the guard did not leave in the harness's drop box"
+KEY_BYTES = 32
+"""A guard's key: random bytes, left in the drop box as lowercase hex."""
 
 
-def _marker(nonce: str) -> bytes:
-    """Return the records' marker: a public tag derived from the secret (never written)."""
-    tag = hashlib.sha256(b"harness-tag:" + nonce.encode()).hexdigest()[:32]
+def read_keys(files: Mapping[str, bytes]) -> tuple[list[bytes], list[str]]:
+    """Return the guards' keys from the drop box's files, and what else was there.
+
+    Only a guard, before any candidate code ran in its process, and candidate code write
+    to the box: a file that is not one key is the candidate's (tampering).
+    """
+    keys: list[bytes] = []
+    odd: list[str] = []
+    for name, data in sorted(files.items()):
+        if re.fullmatch(rb"[0-9a-f]{%d}" % (2 * KEY_BYTES), data) is None:
+            odd.append(f"the harness's drop box holds {name[:40]!r}, which is not a key")
+            continue
+        keys.append(bytes.fromhex(data.decode()))
+    return keys, odd
+
+
+def _marker(key: bytes) -> bytes:
+    """Return the records' marker: a public tag derived from the key (never written)."""
+    tag = hashlib.sha256(b"harness-tag:" + key).hexdigest()[:32]
     return f"@@harness:{tag}@@ ".encode()
 
 
-def _signed(rest: bytes, nonce: str) -> bytes | None:
-    """Return the record's JSON if its MAC under the secret holds, else None."""
+def _signed(rest: bytes, key: bytes) -> bytes | None:
+    """Return the record's JSON if its MAC under ``key`` holds, else None."""
     body, _, sig = rest.rstrip(b"\r").rpartition(b" ")
-    good = hmac.digest(nonce.encode(), body, "sha256").hex().encode()
+    good = hmac.digest(key, body, "sha256").hex().encode()
     return body if hmac.compare_digest(good, sig) else None
 
 
-def parse_stream(stderr: bytes, nonce: str) -> Stream:
-    """Parse the guard's records out of ``stderr`` (other output is ignored)."""
+def parse_stream(stderr: bytes, keys: Iterable[bytes]) -> Stream:
+    """Parse the guard's records out of ``stderr`` (other output is ignored).
+
+    ``keys``: the guards' keys (:func:`read_keys`), one per guarded pytest process. A
+    record under any other key (a tag no guard left a key for) is tampering.
+    """
     stream = Stream()
-    marker = _marker(nonce)
+    markers = {_marker(k): k for k in keys}
     count = 0
     for line in stderr.split(b"\n"):
-        at = line.find(marker)
+        at = line.find(_ANY_MARKER)
         if at < 0:
-            if _ANY_MARKER in line and _FOREIGN not in stream.tampering:
-                stream.tampering.append(_FOREIGN)  # a guessed or stolen-and-stale secret
+            continue
+        tagged = _TAGGED.match(line, at)
+        key = markers.get(tagged.group(0)) if tagged is not None else None
+        if tagged is None or key is None:
+            if _FOREIGN not in stream.tampering:
+                stream.tampering.append(_FOREIGN)  # a guessed key, or one never registered
             continue
         count += 1
         if count > _MAX_RECORDS:
             stream.malformed += 1
             break
         try:
-            body = _signed(line[at + len(marker) :], nonce)
+            body = _signed(line[tagged.end() :], key)
             if body is None:
                 raise ValueError("a record whose MAC does not hold")
             rec = loads_json(body)  # lone surrogates become U+FFFD
             if not isinstance(rec, dict):
                 raise ValueError
-            _apply(stream, rec)
+            _apply(stream, rec, key)
         except (ValueError, TypeError, KeyError, RecursionError):
             stream.malformed += 1
     return stream
 
 
-def _apply(stream: Stream, rec: dict[str, object]) -> None:
+def _apply(stream: Stream, rec: dict[str, object], key: bytes) -> None:
     kind = rec["k"]
     if kind == "x":
         what = f"{rec['what']}" + (f" at {rec['where']}" if "where" in rec else "")
@@ -1585,10 +1679,14 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
     if kind == "start":
         if run_id in stream.runs:
             raise ValueError("a run started twice")
-        stream.runs[run_id] = _Run(junit=os.path.normpath(str(rec["junit"])))
+        stream.runs[run_id] = _Run(junit=os.path.normpath(str(rec["junit"])), key=key)
         stream.order.append(run_id)
         return
     run = stream.runs[run_id]
+    if run.key != key:
+        # one process, one key: a record for a run under another process's key is code
+        # that made a key of its own finishing a run it did not start
+        raise ValueError("a record under a key not its run's")
     if run.end is not None:
         raise ValueError("a record after the run's end")
     if kind == "t":
@@ -1601,10 +1699,16 @@ def _apply(stream: Stream, rec: dict[str, object]) -> None:
         raise ValueError(f"unknown record kind {kind!r}")
 
 
-def strip_stream(stderr: bytes, nonce: str) -> bytes:
-    """Return ``stderr`` without the guard's records (what a reviewer reads)."""
-    pattern = rb"\n?[^\n]*" + re.escape(_marker(nonce)) + rb"[^\n]*\n?"
-    return re.sub(pattern, b"\n", stderr) if _marker(nonce) in stderr else stderr
+def strip_stream(stderr: bytes, keys: Iterable[bytes]) -> bytes:
+    """Return ``stderr`` without the guards' records (what a reviewer reads).
+
+    Lines under a key no guard left stay: they are the candidate's, and shown.
+    """
+    markers = [m for m in map(_marker, keys) if m in stderr]
+    if not markers:
+        return stderr
+    pattern = rb"\n?[^\n]*(?:" + b"|".join(map(re.escape, markers)) + rb")[^\n]*\n?"
+    return re.sub(pattern, b"\n", stderr)
 
 
 # ---------------------------------------------------------------------------- judging
@@ -1629,7 +1733,7 @@ def _cut_or_rewritten(stream: Stream) -> list[str]:
 
     A run cut short (its process replaced or killed) and followed by another, or a second
     run writing a report an earlier run wrote (an outside red team's: candidate code in a
-    wrapper's later step, with the secret the wrapper keeps, ran a pytest of its own over
+    wrapper's later step ran a pytest of its own over
     gutted tests after the real run had skipped the hidden ones), would judge the report by
     a run the candidate started. An honest verifier writes each report once.
     """

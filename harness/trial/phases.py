@@ -35,6 +35,7 @@ from harness.errors import (
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
 from harness.sandbox.base import (
+    SANDBOX_IO,
     SANDBOX_WORKSPACE,
     ExecResult,
     Sandbox,
@@ -54,9 +55,11 @@ from harness.store.records import (
 )
 from harness.trial.evidence import (
     GUARD_MOUNT,
+    KEY_BYTES,
     check_reports,
     guard_files,
     parse_stream,
+    read_keys,
     strip_stream,
 )
 from harness.trial.excerpt import select_excerpt
@@ -358,6 +361,9 @@ def verifier_phase(
             if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
                 v.remove(v.paths.workspace)
             _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
+            box = f"{v.paths.io}/{_KEY_BOX}" if _junit(case.verifier) else None
+            if box is not None:
+                v.make_drop_box(box)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
         res = _run_verifier(v, case.verifier.command, guard_env(GUARD_MOUNT, nonce), timeout)
@@ -366,9 +372,10 @@ def verifier_phase(
                 rule.path: v.read_file(f"{ws}/{rule.path}", limit=_ARTIFACT_LIMIT)
                 for rule in case.verifier.artifacts
             }
-            canary = _runner_checks(ws, case.verifier, res, artifacts, nonce)
+            keys, canary = _guard_keys(v, box)
+            canary += _runner_checks(ws, case.verifier, res, artifacts, nonce, keys)
         # The guard's records are evidence, not output: the reviewer reads the rest.
-        shown = res.model_copy(update={"stderr": strip_stream(res.stderr, nonce)})
+        shown = res.model_copy(update={"stderr": strip_stream(res.stderr, keys)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
     with clock.step("cross_check"):
         verdict = judge_verifier(res, case.verifier, artifacts, started=True)
@@ -383,6 +390,31 @@ def verifier_phase(
     return record, verdict, vt
 
 
+_KEY_BOX = ".harness-keys"
+"""The verifier's drop box, in its io folder: where each guarded pytest leaves its key."""
+_MAX_KEYS = 256
+"""More guarded pytest processes than one verifier command honestly starts."""
+
+
+def _junit(verifier: Verifier) -> bool:
+    return any(rule.rule == "junit" for rule in verifier.artifacts)
+
+
+def _guard_keys(v: SandboxSession, box: str | None) -> tuple[list[bytes], list[str]]:
+    """Read the guards' keys back from the drop box; anything else there is tampering."""
+    if box is None:
+        return [], []
+    found = v.read_drop_box(box, max_files=_MAX_KEYS, max_bytes=2 * KEY_BYTES)
+    keys, odd = read_keys(found.files)
+    return keys, [f"the harness's drop box: {why}" for why in (*found.odd, *odd)]
+
+
+def _box_owner(backend: str) -> int:
+    """Who owns the drop box: root, or the harness's user on a local run without root."""
+    euid = os.geteuid()
+    return 0 if backend == "docker" or euid == 0 else euid
+
+
 def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> SealedView:
     """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``)."""
     guard = ctx.tmp / f"guard-{attempt}"
@@ -390,7 +422,11 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
         shutil.rmtree(guard)
     guard.mkdir(mode=0o755)
     guard.chmod(0o755)
-    for name, data in guard_files(SANDBOX_WORKSPACE, vt.candidate, vt.locked).items():
+    box = f"{SANDBOX_IO}/{_KEY_BOX}"
+    files = guard_files(
+        SANDBOX_WORKSPACE, vt.candidate, vt.locked, box=box, box_owner=_box_owner(ctx.spec.backend)
+    )
+    for name, data in files.items():
         (guard / name).write_bytes(data)
         (guard / name).chmod(0o644)
     view = env_view(ctx.spec, "verifier") or SealedView()
@@ -445,12 +481,13 @@ def _runner_checks(
     res: ExecResult,
     artifacts: dict[str, bytes | None],
     nonce: str,
+    keys: Sequence[bytes],
 ) -> list[str]:
     """Check each JUnit artifact's canary and compare it with the guard's stream.
 
     Strips the canary from ``artifacts`` in place; returns the problems (tampering).
     """
-    stream = parse_stream(res.stderr, nonce)
+    stream = parse_stream(res.stderr, keys)
     problems: list[str] = []
     reports: dict[str, bytes | None] = {}
     for rule in verifier.artifacts:

@@ -906,3 +906,80 @@ def test_no_signal_handler_reaches_the_guards_frames(tmp_path, backend):
         assert harness(root, "images", "build").returncode == 0
     t = _run(root, "evil", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
+
+
+# An outside red team's PASS without a fix (both backends, the bundled example's verifier):
+# a verifier that starts pytest from a shell. The shell held the stream's secret in its
+# environment; candidate code read it with a child ``cat /proc/<pid>/environ``, relayed the
+# guard's records through a pipe of its own and re-signed them as passed. Now each guarded
+# pytest makes its own key and leaves it in a box no sandboxed process can list: this code
+# takes every route it can (every environment it can read, the box named in the guard's
+# configuration, for a key of its own), finishes the real run's stream as all-passed under
+# each key, writes a matching report, and exits 0 before any test ran.
+WRAPPER_VERIFIER = {
+    **LATE,
+    "verifier": {
+        **LATE["verifier"],
+        "command": [
+            "sh",
+            "-c",
+            "python3 -m pytest -q --junitxml=reports/junit.xml tests; s=$?; exit $s",
+        ],
+    },
+}
+KEY_FORGE = """\
+def _forge_keys():
+    import hashlib, hmac, json, os, re, subprocess, sys
+    if getattr(sys, "_forged", False):
+        return
+    sys._forged = True
+    env = subprocess.run(["sh", "-c", "cat /proc/[0-9]*/environ"], capture_output=True).stdout
+    keys = {m for m in re.findall(rb"HARNESS_STREAM=([^\\0]+)", env) if m != b"1"}
+    guard = [p for p in sys.path if os.path.exists(os.path.join(p, "guard.json"))]
+    cfg = json.load(open(os.path.join(guard[0], "guard.json"))) if guard else {}
+    if cfg.get("box"):
+        mine = os.urandom(32)
+        box = os.open(cfg["box"], os.O_PATH | os.O_DIRECTORY)
+        fd = os.open(mine.hex()[:32], os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=box)
+        os.write(fd, mine.hex().encode())
+        os.close(fd)
+        keys.add(mine)
+    plugin = sys.modules.get("harness_canary")
+    canary = getattr(plugin, "_NAME", "harness_canary_x")
+    run = getattr(plugin, "_RUN", "1-x")  # the real run's: its start is already out
+    for key in sorted(keys):
+        head = b"\\n@@harness:" + hashlib.sha256(b"harness-tag:" + key).hexdigest()[:32].encode()
+
+        def rec(d):
+            d["run"] = run
+            body = json.dumps(d, separators=(",", ":")).encode()
+            mac = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+            os.write(3, head + b"@@ " + body + b" " + mac + b"\\n")  # the real stderr
+        rec({"k": "n", "n": 3})
+        for test in ("tests.test_mul::test_mul", "tests.test_z_add::test_add", "::" + canary):
+            for when in ("setup", "call", "teardown"):
+                bad = when == "call" and test.startswith("::")
+                rec({"k": "t", "id": test, "when": when, "o": "failed" if bad else "passed"})
+        rec({"k": "end", "exit": 0})
+    os.makedirs("reports", exist_ok=True)
+    with open("reports/junit.xml", "w") as fh:
+        fh.write('<testsuite name="pytest" tests="3"><testcase classname="tests.test_mul" '
+                 'name="test_mul"/><testcase classname="tests.test_z_add" name="test_add"/>'
+                 '<testcase classname="" name="%s"><failure message="x">x</failure>'
+                 '</testcase></testsuite>' % canary)
+    os._exit(0)
+_forge_keys()
+"""
+
+
+def test_a_shell_wrapped_verifier_keeps_no_key_and_a_key_of_ones_own_forges_nothing(
+    tmp_path, backend
+):
+    root = _project(tmp_path / "p", {"evil": _append(KEY_FORGE), "honest": FIX}, WRAPPER_VERIFIER)
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    honest = _run(root, "honest", backend)
+    assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
+    assert t["attempts"][0]["tampering"], t["attempts"][0]
