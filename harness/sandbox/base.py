@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.cases.model import PhaseContract
 
 __all__ = [
+    "DROP_BOX",
     "DROP_BOX_MODE",
     "SANDBOX_GID",
     "SANDBOX_IO",
@@ -128,6 +129,8 @@ class ExecResult(BaseModel):
 
 DROP_BOX_MODE = 0o1733
 """A drop box's mode: anyone may add a file, nobody but its root owner list or remove one."""
+DROP_BOX = SANDBOX_IO + "/.drop-box"
+"""Where a session's drop box goes by default (a backend may make it when the session opens)."""
 
 
 class DropBox(BaseModel):

@@ -34,6 +34,7 @@ from typing import Any
 from harness.cases.model import PhaseContract
 from harness.errors import SandboxUnavailableError
 from harness.sandbox.base import (
+    DROP_BOX,
     ExecResult,
     Sandbox,
     SandboxSession,
@@ -234,7 +235,14 @@ def _drop_box(on: _Sessions, sandbox: Sandbox, tmp: Path) -> None:
         "print(','.join(refused))\n"
     )
     with on.session(sandbox, "drop-box") as s:
-        box = f"{s.paths.io}/box"
+        # the default box (a backend may make it at open) and one anywhere else in io
+        other = f"{s.paths.io}/other"
+        s.make_drop_box(other)
+        r = s.exec([*_py(code), other, "k0"])
+        assert r.ok and r.stdout == b"list,chmod\n", _show(r)
+        found = s.read_drop_box(other, max_files=8, max_bytes=16)
+        assert found.files == {"k0": b"k0k0"} and found.odd == (), found
+        box = f"{s.paths.io}/{os.path.basename(DROP_BOX)}"
         s.make_drop_box(box)
         for name in ("k1", "k2"):
             r = s.exec([*_py(code), box, name])

@@ -64,6 +64,8 @@ from harness.sandbox._dropbox import read_box_archive
 from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
 from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
+    DROP_BOX,
+    DROP_BOX_MODE,
     SANDBOX_GID,
     SANDBOX_IO,
     SANDBOX_UID,
@@ -385,10 +387,17 @@ class DockerSession:
         return holder, str(holder.attrs["State"].get("StartedAt"))
 
     def _hand_over_workspace(self) -> None:
-        """Give the seeded workspace to the command's unprivileged user."""
+        """Give the seeded workspace to the command's unprivileged user.
+
+        The same root command makes the session's drop box (:data:`DROP_BOX`), so that
+        :meth:`make_drop_box` of it costs no call to the engine.
+        """
         uid, gid = self._owner()
+        mode = f"{DROP_BOX_MODE:o}"
+        cmd = ["sh", "-c", 'chown -R "$1" "$2" && mkdir -m "$3" "$4"', "sh"]
+        cmd += [f"{uid}:{gid}", _WS, mode, DROP_BOX]
         with docker_engine("handing the workspace to the sandbox user", "seed_failed"):
-            code, out = self._holder.exec_run(["chown", "-R", f"{uid}:{gid}", _WS], user="0")
+            code, out = self._holder.exec_run(cmd, user="0")
         if code != 0:
             raise SandboxUnavailableError(
                 f"docker: could not hand the workspace to uid {uid}: {out!r}",
@@ -591,7 +600,12 @@ class DockerSession:
             raise
 
     def make_drop_box(self, path: str) -> None:
-        """Create a drop box at ``path``: a root-owned folder in the archive, no command."""
+        """Create a drop box at ``path``: a root-owned folder in the archive, no command.
+
+        :data:`DROP_BOX` was made when the session opened: nothing to do.
+        """
+        if os.path.normpath(path) == DROP_BOX:
+            return
         p = PurePosixPath(self._inside(path))
         root = PurePosixPath(_IO if PurePosixPath(_IO) in p.parents else _WS)
         self._put(str(root), pack_box(p.relative_to(root), *self._owner()), f"drop box {path}")

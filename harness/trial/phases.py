@@ -35,7 +35,7 @@ from harness.errors import (
 from harness.gateway import RemoteSession, Session, active_gateway, session_label
 from harness.project import AGENT_DIR
 from harness.sandbox.base import (
-    SANDBOX_IO,
+    DROP_BOX,
     SANDBOX_WORKSPACE,
     ExecResult,
     Sandbox,
@@ -361,7 +361,7 @@ def verifier_phase(
             if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
                 v.remove(v.paths.workspace)
             _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
-            box = f"{v.paths.io}/{_KEY_BOX}" if _junit(case.verifier) else None
+            box = f"{v.paths.io}/{os.path.basename(DROP_BOX)}" if _junit(case.verifier) else None
             if box is not None:
                 v.make_drop_box(box)
         ws = v.paths.workspace
@@ -390,8 +390,6 @@ def verifier_phase(
     return record, verdict, vt
 
 
-_KEY_BOX = ".harness-keys"
-"""The verifier's drop box, in its io folder: where each guarded pytest leaves its key."""
 _MAX_KEYS = 256
 """More guarded pytest processes than one verifier command honestly starts."""
 
@@ -422,10 +420,9 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
         shutil.rmtree(guard)
     guard.mkdir(mode=0o755)
     guard.chmod(0o755)
-    box = f"{SANDBOX_IO}/{_KEY_BOX}"
-    files = guard_files(
-        SANDBOX_WORKSPACE, vt.candidate, vt.locked, box=box, box_owner=_box_owner(ctx.spec.backend)
-    )
+    # each guarded pytest leaves its key in the verifier's drop box
+    owner = _box_owner(ctx.spec.backend)
+    files = guard_files(SANDBOX_WORKSPACE, vt.candidate, vt.locked, box=DROP_BOX, box_owner=owner)
     for name, data in files.items():
         (guard / name).write_bytes(data)
         (guard / name).chmod(0o644)
