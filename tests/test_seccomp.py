@@ -14,6 +14,15 @@ from harness.sandbox import _seccomp
 ALLOW, EPERM, ENOSYS = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
 KILL = 0x80000000
 MACHINES = sorted(_seccomp._MACHINES)
+NUMBERS = st.one_of(
+    st.sampled_from(
+        sorted({n for _, _, names in _seccomp._MACHINES.values() for n in names.values()})
+    ),
+    st.integers(0, 1000),
+)
+WORDS = st.one_of(
+    st.sampled_from([0, 1, 1 << 32, (1 << 32) | 1, 2**64 - 1]), st.integers(0, 2**64 - 1)
+)
 
 
 def run(program: bytes, arch: int, nr: int, args: tuple[int, ...] = (0,) * 6) -> int:
@@ -37,7 +46,7 @@ def run(program: bytes, arch: int, nr: int, args: tuple[int, ...] = (0,) * 6) ->
 
 
 @pytest.mark.parametrize("machine", MACHINES)
-@given(nr=st.integers(0, 1000), arg=st.integers(0, 2**64 - 1))
+@given(nr=NUMBERS, arg=WORDS)
 def test_the_guards_seal_refuses_its_calls_and_new_signal_handlers_only(machine, nr, arg):
     arch, _, numbers = _seccomp._MACHINES[machine]
     program = _seccomp.seal_program(machine)
@@ -53,15 +62,26 @@ def test_the_guards_seal_refuses_its_calls_and_new_signal_handlers_only(machine,
 
 
 @pytest.mark.parametrize("machine", MACHINES)
-@given(nr=st.integers(0, 1000), flags=st.integers(0, 2**32 - 1))
+def test_a_signal_action_is_refused_in_either_half_of_its_pointer(machine):
+    arch, _, numbers = _seccomp._MACHINES[machine]
+    program = _seccomp.seal_program(machine)
+    for act, want in ((0, ALLOW), (1, EPERM), (1 << 32, EPERM), (2**64 - 1, EPERM)):
+        assert run(program, arch, numbers["rt_sigaction"], (2, act, 0, 8, 0, 0)) == want, act
+    for name in _seccomp.SEALED:
+        assert run(program, arch, numbers[name]) == EPERM, name
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+@given(nr=NUMBERS, flags=WORDS)
 def test_the_sandbox_filter_refuses_shared_kernel_state(machine, nr, flags):
     arch, _, numbers = _seccomp._MACHINES[machine]
     program = _seccomp.filter_program(machine)
     denied = {numbers[name] for name in _seccomp.DENIED}
     got = run(program, arch, nr, (flags, 0, 0, 0, 0, 0))
+    low = flags & 0xFFFFFFFF  # the filter reads the low word of clone's flags
     if nr == numbers["clone3"]:
         assert got == ENOSYS
-    elif nr in denied or (nr == numbers["clone"] and flags & _seccomp._CLONE_NAMESPACES):
+    elif nr in denied or (nr == numbers["clone"] and low & _seccomp._CLONE_NAMESPACES):
         assert got == EPERM
     else:
         assert got == ALLOW
