@@ -32,6 +32,7 @@ def _run(
     locked: dict[str, str] | None = None,
     nonce: str = "n0nce",
     armed: bool = True,
+    home: Path | None = None,
 ):
     ws, guard, box = tmp_path / "ws", tmp_path / "guard", tmp_path / "box"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -57,6 +58,8 @@ def _run(
     env = {"PATH": os.environ["PATH"], **guard_env(str(guard), nonce)}
     if not armed:
         del env["HARNESS_STREAM"]
+    if home is not None:
+        env["HOME"] = str(home)
     argv = [sys.executable, "-m", "pytest", "-q", "--junitxml=reports/junit.xml", *argv_extra]
     done = subprocess.run([*argv, "tests"], cwd=ws, env=env, capture_output=True, check=False)
     junit = (ws / "reports" / "junit.xml").read_bytes() if (ws / "reports").exists() else None
@@ -586,3 +589,17 @@ def test_a_planted_cached_rewrite_of_a_test_module_is_never_read(tmp_path):
     )
     assert b"1 failed" in done.stdout, done.stdout  # test_x still fails on X = 1 ...
     assert any("pycache_prefix" in p for p in problems), problems  # ... and the move is noted
+
+
+def test_nothing_left_under_home_runs_before_the_guard(tmp_path):
+    """A ``.pth`` one pytest's candidate code leaves in the user site (``$HOME`` is the
+    sandbox's shared /tmp) would run in the next pytest of the same verifier command before
+    its guard's plugin loads: the verifier's interpreters have no user site."""
+    home = tmp_path / "home"
+    site = home / ".local" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    (site / "site-packages").mkdir(parents=True)
+    marker = tmp_path / "ran"
+    (site / "site-packages" / "early.pth").write_text(f"import os; open({str(marker)!r}, 'w')\n")
+    done, _, guarded, problems = _run(tmp_path / "run", "X = 2\n", home=home)
+    assert done.returncode == 0 and guarded and problems == [], (done.stdout, problems)
+    assert not marker.exists()

@@ -40,8 +40,8 @@ JUNIT_PATH: Final = "reports/harness-junit.xml"
 """Where the verifier's pytest writes its report, relative to the workspace."""
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 # What the verifier phase sets too (harness.trial.runner_guard.guard_env): no implicit cwd on
-# sys.path, no bytecode written into the tree.
-_RUN_ENV: Final = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# sys.path, no user site, no bytecode written into the tree.
+_RUN_ENV: Final = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
 
 
 def base_command(targets: Sequence[str]) -> tuple[str, ...]:

@@ -40,6 +40,9 @@ def guard_env(guard_dir: str, nonce: str) -> dict[str, str]:
     """
     return {
         "PYTHONSAFEPATH": "1",
+        # No user site: a file one pytest's candidate code leaves under $HOME (the sandbox's
+        # /tmp) would run in the next pytest of the same command before its guard loads.
+        "PYTHONNOUSERSITE": "1",
         "PYTHONPATH": guard_dir,
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTEST_ADDOPTS": "-p no:cacheprovider -p harness_canary",
