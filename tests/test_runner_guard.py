@@ -603,3 +603,43 @@ def test_nothing_left_under_home_runs_before_the_guard(tmp_path):
     done, _, guarded, problems = _run(tmp_path / "run", "X = 2\n", home=home)
     assert done.returncode == 0 and guarded and problems == [], (done.stdout, problems)
     assert not marker.exists()
+
+
+REACH = """\
+import os, sys
+out = []
+for name in ("mem", "environ"):
+    try:
+        open("/proc/%s/%s" % (sys.argv[1], name), "rb").read(1)
+    except PermissionError:
+        out.append(name)
+print(",".join(out))
+"""
+
+
+def test_no_process_of_the_run_reaches_a_process_outside_it(tmp_path):
+    """An outside red team (round twelve) started ``python3 -I -S`` (no guard) from candidate
+    code, opened the wrapper shell's ``/proc/<ppid>/mem`` and rewrote the shell's next
+    command: PASS without a fix. The test run and every process it starts are now in a
+    Landlock domain of their own: the shell (here, the process that started pytest), the
+    sandbox's init and a later pytest are out of their reach, read or write."""
+    probe = (
+        "import os, subprocess, sys\n\n"
+        "def _reach(pid):\n"
+        "    argv = [sys.executable, '-I', '-S', 'tests/reach.py', str(pid)]\n"
+        "    return subprocess.run(argv, capture_output=True, text=True).stdout.strip()\n\n"
+        "def test_outside_is_out_of_reach():\n"
+        "    # (the sandbox's uid is refused both; root here still reads an environ)\n"
+        "    assert 'mem' in _reach(os.getppid()).split(',')\n\n"
+        "def test_inside_is_not():\n"
+        "    child = subprocess.Popen(['sleep', '5'])\n"
+        "    try:\n"
+        "        assert _reach(child.pid) == ''\n"
+        "    finally:\n"
+        "        child.kill()\n"
+    )
+    locked = {"tests/test_reach.py": probe, "tests/reach.py": REACH}
+    done, _, _, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0, done.stdout
+    assert b"4 passed" in done.stdout, done.stdout
+    assert problems == [], problems

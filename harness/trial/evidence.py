@@ -213,6 +213,43 @@ def _seal_signals():
     return None
 
 
+def _own_domain():
+    """Put this process and every process it starts in a Landlock domain of their own.
+
+    The kernel then refuses them ``ptrace`` access to anything outside it (opening another
+    process's ``/proc/<pid>/mem`` or ``environ``, attaching): the shell or script that
+    started this pytest, the sandbox's init, a later pytest of the same command. The
+    domain restricts no file (its one rule allows executing anything under ``/``).
+    Needs ``no_new_privs`` (set by :func:`_seal_signals`). Returns why it could not, or None.
+    """
+    try:
+        import ctypes
+        import struct
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        create, add, restrict = 444, 445, 446  # the same numbers on x86_64 and aarch64
+        execute = 1  # LANDLOCK_ACCESS_FS_EXECUTE
+        attr = ctypes.create_string_buffer(struct.pack("=Q", execute), 8)
+        ruleset = libc.syscall(create, attr, 8, 0)
+        if ruleset < 0:
+            return "no Landlock domain (errno %d)" % ctypes.get_errno()
+        try:
+            root = _os.open("/", _os.O_PATH | _os.O_CLOEXEC)
+            try:
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", execute, root), 12)
+                if libc.syscall(add, ruleset, 1, rule, 0) != 0:  # LANDLOCK_RULE_PATH_BENEATH
+                    return "no Landlock rule (errno %d)" % ctypes.get_errno()
+            finally:
+                _os.close(root)
+            if libc.syscall(restrict, ruleset, 0) != 0:
+                return "no Landlock domain (errno %d)" % ctypes.get_errno()
+        finally:
+            _os.close(ruleset)
+    except Exception as exc:
+        return "no Landlock domain: %s" % (type(exc).__name__,)
+    return None
+
+
 def _tolerant_faulthandler():
     """Under the signal seal (this process's or a parent's), enabling faulthandler fails:
     pytest's own enable and re-enable then go on without its handlers, never crash."""
@@ -338,7 +375,7 @@ def _install():
     unsealed = None
     if raw:
         _wipe(raw)
-        unsealed = _seal_signals()
+        unsealed = _seal_signals() or _own_domain()
     del raw
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
@@ -812,7 +849,7 @@ def _install():
 
 _tolerant_faulthandler()
 _install()
-del _install, _register, _wipe, _undumpable, _tolerant_faulthandler
+del _install, _register, _wipe, _undumpable, _own_domain, _tolerant_faulthandler
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""

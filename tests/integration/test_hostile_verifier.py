@@ -983,3 +983,66 @@ def test_a_shell_wrapped_verifier_keeps_no_key_and_a_key_of_ones_own_forges_noth
     t = _run(root, "evil", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
     assert t["attempts"][0]["tampering"], t["attempts"][0]
+
+
+# An outside red team's PASS without a fix (round twelve, both backends): a verifier that runs
+# pytest twice from a shell. Code imported by the first pytest starts ``python3 -I -S`` (no
+# guard), which rewrites the shell's memory (``/proc/<ppid>/mem``: same uid, dumpable) so the
+# shell runs a script of the candidate's instead of the second pytest: a genuine guarded
+# pytest over a fixed copy of the tree, writing the same report under a key of its own.
+TWO_RUNS = {
+    **LATE,
+    "verifier": {
+        **LATE["verifier"],
+        "command": [
+            "sh",
+            "-c",
+            "python3 -m pytest -q --junitxml=reports/public.xml tests/test_mul.py; "
+            "python3 -m pytest -q --junitxml=reports/junit.xml tests",
+        ],
+    },
+}
+_STAND_IN = r"""#!/bin/sh
+rm -rf /tmp/g && cp -a /workspace /tmp/g
+sed -i 's/a - b/a + b/' /tmp/g/calc.py
+cd /workspace
+PYTHONPATH=/harness/guard:/tmp/g exec python3 -m pytest -q --junitxml=reports/junit.xml \
+  --rootdir=/tmp/g /tmp/g/tests
+"""
+_PATCHER = r"""
+import re, sys
+pid = int(sys.argv[1])
+mem = open("/proc/%d/mem" % pid, "r+b", buffering=0)
+for line in open("/proc/%d/maps" % pid).read().splitlines():
+    span, perm = line.split()[:2]
+    if "w" not in perm:
+        continue
+    lo, hi = (int(x, 16) for x in span.split("-"))
+    try:
+        mem.seek(lo)
+        data = mem.read(hi - lo)
+    except OSError:
+        continue
+    for m in re.finditer(rb"python3\x00", data):
+        if data[m.start() - 1 : m.start()] not in (b"/", b"="):
+            mem.seek(lo + m.start())
+            mem.write(b"/tmp/p\x00\x00")
+"""
+SHELL_HIJACK = f"""
+import os as _o, subprocess as _sp
+if not _o.path.exists("/tmp/p"):
+    with open("/tmp/p", "w") as _f:
+        _f.write({_STAND_IN!r})
+    _o.chmod("/tmp/p", 0o755)
+    _sp.run(["/usr/bin/python3", "-I", "-S", "-c", {_PATCHER!r}, str(_o.getppid())])
+"""
+
+
+def test_no_process_of_a_test_run_rewrites_the_shell_that_started_it(tmp_path, backend):
+    root = _project(tmp_path / "p", {"evil": _append(SHELL_HIJACK), "honest": FIX}, TWO_RUNS)
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    honest = _run(root, "honest", backend)
+    assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
