@@ -33,6 +33,7 @@ def _run(
     nonce: str = "n0nce",
     armed: bool = True,
     home: Path | None = None,
+    unlisted: dict[str, str] | None = None,
 ):
     ws, guard, box = tmp_path / "ws", tmp_path / "guard", tmp_path / "box"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -42,7 +43,7 @@ def _run(
     (ws / "tests" / "test_lib.py").write_text(
         "from lib import X\n\ndef test_x():\n    assert X == 2\n\ndef test_y():\n    pass\n"
     )
-    for rel, text in {**(extra or {}), **(locked or {})}.items():
+    for rel, text in {**(extra or {}), **(locked or {}), **(unlisted or {})}.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_text(text)
     guard.mkdir()
@@ -643,3 +644,26 @@ def test_no_process_of_the_run_reaches_a_process_outside_it(tmp_path):
     assert done.returncode == 0, done.stdout
     assert b"4 passed" in done.stdout, done.stdout
     assert problems == [], problems
+
+
+def test_a_runner_config_or_test_module_written_during_the_run_is_tampering(tmp_path):
+    """An outside red team (round thirteen): code imported by a verifier's first pytest wrote
+    ``tests/pytest.ini`` (rootdir moved, the real test files ignored) and gutted copies of
+    the tests under ``tests/tests/``; the second pytest of the same command took them, every
+    record genuine: PASS without a fix on both backends. A file that is in neither the
+    locked nor the candidate's list of the tree the verifier was given was written during
+    the run."""
+    unlisted = {
+        "tests/pytest.ini": "[pytest]\n",
+        "tests/sub/test_gutted.py": "def test_x():\n    pass\n",
+    }
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", unlisted=unlisted)
+    assert done.returncode == 0 and guarded, done.stdout
+    found = " ".join(problems)
+    assert "tests/pytest.ini was written during the test run" in found, problems
+    assert "tests/sub/test_gutted.py was written during the test run" in found, problems
+    # a locked runner config is the verifier's own
+    done, _, _, problems = _run(
+        tmp_path / "ok", "X = 2\n", locked={"tests/pytest.ini": "[pytest]\n"}
+    )
+    assert done.returncode == 0 and problems == [], (done.stdout, problems)

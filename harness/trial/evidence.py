@@ -1470,10 +1470,31 @@ def pytest_collection_finish(session):
         _check_state()
         _check_hooks(session.config)
         _check_tests(session.items)
+        _check_sources(session)
         _snap_globals(session.items)
         _snap_items(session.items)
         _freeze()
         _emit({"k": "n", "n": len(session.items)})
+
+
+def _check_sources(session):
+    """The runner's configuration file and every collected test module are files of the
+    tree the verifier was given (locked, or the candidate's): one written during the run
+    (by code an earlier pytest of the same command imported: a ``pytest.ini`` that moves
+    the rootdir, gutted copies of the tests) is tampering."""
+    top = _WS.rstrip("/") + "/"
+    known = _CANDIDATE | _LOCKED
+    ini = getattr(session.config, "inipath", None)
+    paths = [str(ini)] if ini is not None else []
+    for item in session.items:
+        where = getattr(item, "path", None) or getattr(item, "fspath", None)
+        if where is not None and getattr(item, "name", None) != _NAME:
+            paths.append(str(where))
+    for path in dict.fromkeys(paths):
+        p = os.path.normpath(path)
+        if p.startswith(top) and p not in known and os.path.isfile(p):
+            _x("%s was written during the test run (not in the tree the verifier was "
+               "given)" % p[len(top):])
 
 
 def _freeze():

@@ -1046,3 +1046,36 @@ def test_no_process_of_a_test_run_rewrites_the_shell_that_started_it(tmp_path, b
     assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
     t = _run(root, "evil", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
+
+
+# An outside red team's PASS without a fix (round thirteen, both backends): code imported by
+# a verifier's first pytest writes gutted copies of the tests and a ``tests/pytest.ini`` that
+# moves the second pytest's rootdir and ignores the real test files; every record genuine.
+RUNTIME_INI = """
+def _plant():
+    import ast, os, sys
+    if not any("public.xml" in a for a in sys.argv):
+        return
+    os.makedirs("tests/tests", exist_ok=True)
+    for name in os.listdir("tests"):
+        if name.startswith("test_") and name.endswith(".py"):
+            tree = ast.parse(open(os.path.join("tests", name)).read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                    node.body = [ast.Pass()]
+            open(os.path.join("tests/tests", name), "w").write(ast.unparse(tree) + "\\n")
+    with open("tests/pytest.ini", "w") as f:
+        f.write("[pytest]\\naddopts = --ignore-glob=/workspace/tests/test_*.py\\n")
+_plant()
+"""
+
+
+def test_a_runner_config_written_by_one_pytest_never_steers_the_next(tmp_path, backend):
+    root = _project(tmp_path / "p", {"evil": _append(RUNTIME_INI), "honest": FIX}, TWO_RUNS)
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    honest = _run(root, "honest", backend)
+    assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
+    t = _run(root, "evil", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
+    assert any("written during the test run" in x for x in t["attempts"][0]["tampering"]), t
