@@ -29,7 +29,6 @@ Host detection and planning (:class:`HostCapabilities`, :func:`plan_isolation`) 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import re
 import resource
@@ -43,11 +42,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness._proc import Captured, capture
-from harness._safefs import UnreadableEntry, copy_tree, read_regular, rmtree
+from harness._safefs import rmtree
 from harness.cases.model import PhaseContract
-from harness.errors import CandidateTooLarge, SandboxUnavailableError
+from harness.errors import SandboxUnavailableError
 from harness.sandbox._cgroup import CgroupStats, ExecCgroup
-from harness.sandbox._dropbox import make_host_box, read_host_box
 from harness.sandbox._host import (
     BOUND_NAMES,
     HostCapabilities,
@@ -56,9 +54,9 @@ from harness.sandbox._host import (
     plan_isolation,
     umount,
 )
+from harness.sandbox._hostfiles import HostFiles
 from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox._seccomp import filter_fd
-from harness.sandbox._treebound import check_host_tree
 from harness.sandbox._view import check_view, mount_parents, system_binds
 from harness.sandbox.base import (
     SANDBOX_GID,
@@ -66,11 +64,9 @@ from harness.sandbox.base import (
     SANDBOX_UID,
     SANDBOX_WORKSPACE,
     SYSTEM_PATH,
-    DropBox,
     ExecResult,
     SandboxPaths,
     SealedView,
-    lock_plan,
     session_env,
 )
 from harness.sandbox.classify import Evidence, classify
@@ -125,14 +121,6 @@ def _drop_argv(setpriv: str) -> list[str]:
     ]
 
 
-def _chown_tree(top: Path) -> None:
-    """Hand ``top`` and everything under it to the sandbox uid (links never followed)."""
-    os.lchown(top, SANDBOX_UID, SANDBOX_GID)
-    for dirpath, dirnames, filenames in os.walk(top):
-        for name in (*dirnames, *filenames):
-            os.lchown(os.path.join(dirpath, name), SANDBOX_UID, SANDBOX_GID)
-
-
 def sandbox_env(
     contract: PhaseContract,
     home: str,
@@ -167,23 +155,7 @@ def _drain(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _no_space(exc: OSError | shutil.Error) -> bool:
-    """Tell whether a failed copy ran out of space (``copytree`` gathers its errors)."""
-    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error):
-        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    return any(
-        isinstance(e, tuple) and len(e) == 3 and "No space left" in str(e[2]) for e in exc.args[0]
-    )
-
-
-def _why(exc: OSError | shutil.Error) -> str:
-    """Name the cause of a failed copy without the host paths it holds."""
-    if isinstance(exc, OSError) and not isinstance(exc, shutil.Error) and exc.strerror:
-        return exc.strerror
-    return type(exc).__name__
-
-
-class LocalSession:
+class LocalSession(HostFiles):
     """One local sandbox session; see the module docstring for the isolation it applies."""
 
     def __init__(
@@ -205,7 +177,9 @@ class LocalSession:
             self._paths = SandboxPaths(workspace=SANDBOX_WORKSPACE, io=SANDBOX_IO)
         else:
             self._paths = SandboxPaths(workspace=str(root / "workspace"), io=str(root / "io"))
-        self._owned = caps.drops_privileges
+        self._owner_ids = (SANDBOX_UID, SANDBOX_GID) if caps.drops_privileges else None
+        self._tmpfs_disk = plan.disk == "tmpfs"
+        self._what = "local sandbox"
         self._lock = threading.Lock()
         self._running: dict[int, tuple[subprocess.Popen[bytes], ExecCgroup | None]] = {}
         self._closed = False
@@ -234,178 +208,6 @@ class LocalSession:
     def root(self) -> Path:
         """The session directory on the host."""
         return self._root
-
-    # -- files ---------------------------------------------------------------------------
-
-    def _inside(self, path: str) -> Path:
-        """Map a sandbox path (``paths.workspace``/``paths.io`` and below) to the host."""
-        p = Path(os.path.normpath(path))
-        if p.is_absolute():
-            for key, inner in (("workspace", self._paths.workspace), ("io", self._paths.io)):
-                top = Path(inner)
-                if p == top or top in p.parents:
-                    return self._host[key] / p.relative_to(top)
-        raise ValueError(f"path {path!r} is not under {self._paths.workspace} or {self._paths.io}")
-
-    def _sandbox_path(self, host: Path) -> str:
-        """Invert :meth:`_inside`: where a host path of the session appears."""
-        for key, inner in (("workspace", self._paths.workspace), ("io", self._paths.io)):
-            top = self._host[key]
-            if host == top or top in host.parents:
-                return str(Path(inner) / host.relative_to(top))
-        raise ValueError(f"{host} is not in the workspace or io folder of {self._root}")
-
-    def _own(self, path: Path, *, tree: bool = False) -> None:
-        """Give what the harness wrote to the sandbox uid, so the command may change it."""
-        if not self._owned:
-            return
-        if tree:
-            _chown_tree(path)
-        else:
-            os.lchown(path, SANDBOX_UID, SANDBOX_GID)
-
-    def _lock_entries(self, dest: str, locked: Sequence[str]) -> None:
-        files, folders = lock_plan(dest, locked)
-        ws = self._host["workspace"]
-        for rel, mode in [*((f, 0o644) for f in files), *((d, 0o1777) for d in folders)]:
-            path = ws / rel if rel else ws
-            if mode == 0o644 and path.is_dir() and not path.is_symlink():
-                mode = 0o755
-            if not self._resolves_inside(path) or (rel and path.is_symlink()):
-                raise SandboxUnavailableError(
-                    f"local sandbox {self.label}: cannot lock {rel!r}: not inside the workspace",
-                    reason="infra",
-                )
-            if self._owned:
-                os.lchown(path, 0, 0)
-            os.chmod(path, mode)
-
-    def _resolves_inside(self, p: Path) -> bool:
-        real, root = os.path.realpath(p), os.path.realpath(self._root)
-        return real == root or real.startswith(root + os.sep)
-
-    def put_tree(self, src: Path, dest: str = "", *, locked: Sequence[str] = ()) -> None:
-        """Copy host dir ``src`` into the workspace at ``dest``, keeping modes and symlinks.
-
-        ``locked`` files end owned by root, read-only, in root-owned sticky folders
-        (:func:`~harness.sandbox.base.lock_plan`); run without root, the modes are set but
-        the sandboxed user (the same user) could change them back.
-
-        Raises:
-            SandboxUnavailableError: the copy failed (missing source, disk full, ...).
-
-        """
-        target = self._inside(os.path.join(self._paths.workspace, dest))
-        try:
-            copy_tree(src, target)  # contents, links and modes: never the tree's xattrs
-            self._own(target, tree=True)
-            self._lock_entries(dest, locked)
-        except (OSError, shutil.Error) as exc:
-            full = _no_space(exc) and self._plan.disk == "tmpfs"
-            raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not copy a tree into the workspace "
-                f"at {dest or '.'!r}: {'the disk bound is full' if full else _why(exc)}",
-                reason="disk_full" if full else "infra",
-            ) from exc
-
-    def get_tree(
-        self, dest: Path, *, max_files: int | None = None, max_bytes: int | None = None
-    ) -> None:
-        """Copy the workspace out to ``dest`` (symlinks copied as links, never followed).
-
-        Fifos, sockets and device nodes cannot be part of a tree snapshot and are skipped.
-
-        Raises:
-            SandboxUnavailableError: the copy failed.
-            CandidateTooLarge: the workspace is over ``max_files`` or ``max_bytes``.
-
-        """
-        check_host_tree(str(self._host["workspace"]), max_files, max_bytes)
-        try:
-            # contents, links, modes and clamped times: no metadata the agent set (xattrs,
-            # set-id bits, a date past 9999) travels, so none can fail the copy on the host
-            copy_tree(self._host["workspace"], dest)
-        except UnreadableEntry as exc:  # the agent made it unreadable: its tree's fault
-            raise CandidateTooLarge(
-                f"the workspace cannot be copied: {exc.strerror}",
-                kind="unreadable",
-                limit=0,
-                observed=1,
-            ) from exc
-        except OSError as exc:
-            raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not copy the workspace out: {_why(exc)}"
-            ) from exc
-
-    def write_file(self, path: str, data: bytes) -> None:
-        """Write ``data`` to ``path``, creating parents; a symlink there is replaced.
-
-        Raises:
-            ValueError: ``path`` is outside the session or its parent resolves outside.
-            SandboxUnavailableError: the write failed (e.g. disk bound reached).
-
-        """
-        p = self._inside(path)
-        try:
-            missing = [d for d in (p.parent, *p.parent.parents) if not d.exists()]
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if not self._resolves_inside(p.parent):
-                raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
-            if p.is_symlink():
-                p.unlink()
-            p.write_bytes(data)
-            for d in (p, *missing):
-                self._own(d)
-        except OSError as exc:
-            raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not write {path}: {exc}"
-            ) from exc
-
-    def read_file(self, path: str, limit: int | None = None) -> bytes | None:
-        """Read up to ``limit`` bytes of a regular file; ``None`` for anything else.
-
-        ``None`` when absent, not a regular file (a FIFO, a socket, a device, a symlink:
-        never opened blocking) or when its folder resolves outside the session.
-        """
-        p = self._inside(path)
-        if not self._resolves_inside(p.parent):
-            return None
-        return read_regular(p, limit)
-
-    def make_drop_box(self, path: str) -> None:
-        """Create a drop box at ``path``: see :meth:`SandboxSession.make_drop_box`.
-
-        Raises:
-            SandboxUnavailableError: the folder could not be made.
-        """
-        p = self._inside(path)
-        try:
-            if not self._resolves_inside(p.parent):
-                raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
-            make_host_box(p, 0 if self._owned else None)
-        except (OSError, ValueError) as exc:
-            raise SandboxUnavailableError(
-                f"local sandbox {self.label}: could not make the drop box {path}: {exc}"
-            ) from exc
-
-    def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
-        """Read a drop box back: see :meth:`SandboxSession.read_drop_box`."""
-        p = self._inside(path)
-        if not self._resolves_inside(p.parent):
-            return DropBox(odd=("the drop box's folder was replaced by a link",))
-        owner = 0 if self._owned else os.geteuid()
-        return read_host_box(p, owner=owner, max_files=max_files, max_bytes=max_bytes)
-
-    def remove(self, path: str) -> None:
-        """Remove the file, symlink or tree at ``path`` (a symlink itself, not its target)."""
-        p = self._inside(path)
-        if not self._resolves_inside(p.parent):
-            raise ValueError(f"parent of {path!r} resolves outside the sandbox session")
-        if p.is_dir() and not p.is_symlink():
-            rmtree(p)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
 
     # -- exec ----------------------------------------------------------------------------
 
