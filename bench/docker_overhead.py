@@ -2,7 +2,8 @@
 
 Usage: python bench/docker_overhead.py [--runs N]
 Prints seconds per command for both, side by side, and the ratio (target <= 1.3). The
-session-open cost (volumes + holder) is reported separately and amortised over the runs.
+session-open cost (host tmpfs, or volumes + holder with HARNESS_DOCKER_FILES=volumes) is
+reported separately and amortised over the runs.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def main() -> None:
         "/tmp:size=64m",
     ]
     print(
-        f"session open (volumes + holder): {open_s:.3f}s, amortised over "
+        f"session open ({type(session).__name__}): {open_s:.3f}s, amortised over "
         f"{args.runs * len(COMMANDS)} execs"
     )
     print(f"{'command':40} {'backend s':>10} {'bare s':>10} {'ratio':>7}")

@@ -29,22 +29,36 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import signal
 import socket
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.cases.model import PhaseContract
-from harness.errors import SandboxUnavailableError
+from harness.errors import ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import ENGINE_ERRORS, docker_engine, engine_unavailable
 from harness.sandbox._docker_io import Capture
 from harness.sandbox._docker_sdk import docker, requests
-from harness.sandbox.base import Bound, ExecResult, Termination
+from harness.sandbox._relay import relay_argv
+from harness.sandbox.base import (
+    SANDBOX_GID,
+    SANDBOX_IO,
+    SANDBOX_UID,
+    SANDBOX_WORKSPACE,
+    Bound,
+    ExecResult,
+    SandboxPaths,
+    SealedView,
+    Termination,
+    session_env,
+)
 from harness.sandbox.classify import Evidence, classify
 
-__all__ = ["bound_options", "run_command"]
+__all__ = ["CommandContainers", "bound_options", "run_command", "user_ids"]
 
 _NOT_FOUND = re.compile(
     r"executable file not found|no such file or directory|"
@@ -72,6 +86,35 @@ def bound_options(contract: PhaseContract, downgraded: tuple[str, ...]) -> dict[
     tmp = f"rw,exec,nosuid,nodev,mode=1777{f',size={c.disk_mb}m' if c.disk_mb else ''}"
     opts["tmpfs"] = {"/tmp": tmp}
     return opts
+
+
+def user_ids(user: str | None, table: Callable[[str], bytes]) -> tuple[int, int]:
+    """Resolve a contract's ``user`` (``name``, ``uid``, ``name:group``, …) to numbers.
+
+    ``None`` or empty is the sandbox user. ``table(path)`` gives the image's
+    ``/etc/passwd`` or ``/etc/group``.
+
+    Raises:
+        ContractUnenforceableError: a name the image's tables do not hold.
+    """
+    if not user:
+        return SANDBOX_UID, SANDBOX_GID
+
+    def lookup(path: str, name: str, field: int = 2) -> int:
+        for line in table(path).decode(errors="replace").splitlines():
+            parts = line.split(":")
+            if parts[0] == name and len(parts) > field and parts[field].isdigit():
+                return int(parts[field])
+        raise ContractUnenforceableError(
+            f"docker: contract user {user!r}: {name!r} not found in the image's {path}",
+            bound="user",
+        )
+
+    name, _, group = user.partition(":")
+    uid = int(name) if name.isdigit() else lookup("/etc/passwd", name)
+    if group:
+        return uid, int(group) if group.isdigit() else lookup("/etc/group", group)
+    return uid, uid if name.isdigit() else lookup("/etc/passwd", name, field=3)
 
 
 def run_command(
@@ -269,3 +312,154 @@ def _check_external_kill(client: Any, ctr: Any, since: float) -> None:
             f"{sig}); the command did not finish on its own",
             reason="killed_externally",
         )
+
+
+class CommandContainers:
+    """What every Docker session does alike: one fresh container per command.
+
+    A session (:class:`harness.sandbox.docker.DockerSession`, whose files live in engine
+    volumes, or :class:`harness.sandbox._docker_host.DockerHostSession`, whose files are host
+    folders bound in) calls :meth:`_start_commands` first, sets ``_mounts`` (what every command
+    container mounts) and implements :meth:`_alive` (raise when the workspace is lost).
+    """
+
+    _mounts: list[Any]
+
+    def _start_commands(
+        self,
+        client: Any,
+        run_id: str,
+        contract: PhaseContract,
+        image_id: str,
+        label: str,
+        downgraded: tuple[str, ...],
+        labels: Mapping[str, str],
+        view: SealedView | None,
+    ) -> None:
+        self._client = client
+        self._contract = contract
+        self._image_id = image_id
+        self._downgraded = downgraded
+        self._view = view
+        self._sid = uuid.uuid4().hex[:12]
+        self._labels = {
+            "harness.run": run_id,
+            "harness.session": self._sid,
+            "harness.label": label[:200],
+            **labels,
+        }
+        self._containers: dict[str, Any] = {}
+        self._running: dict[str, Any] = {}
+        """Command containers of ``exec`` calls under way (what :meth:`interrupt` kills)."""
+        self._interrupted: set[str] = set()
+        self._n = 0
+        self._closed = False
+
+    def _alive(self, what: str) -> None:
+        """Raise :class:`SandboxUnavailableError` when the session's workspace is lost."""
+        raise NotImplementedError
+
+    @property
+    def paths(self) -> SandboxPaths:
+        """``/workspace`` and ``/harness/io``."""
+        return SandboxPaths(workspace=SANDBOX_WORKSPACE, io=SANDBOX_IO)
+
+    @property
+    def downgraded(self) -> tuple[str, ...]:
+        """Bounds the caller allowed this session not to enforce (and it did not)."""
+        return self._downgraded
+
+    @property
+    def image_id(self) -> str | None:
+        """The image's content id (``sha256:…``) every container of the session runs."""
+        return self._image_id
+
+    @property
+    def session_id(self) -> str:
+        """The ``harness.session`` label of every container (and volume) of the session."""
+        return self._sid
+
+    @property
+    def container_names(self) -> tuple[str, ...]:
+        """Names of the session's live containers (a holder, if any, and running commands)."""
+        return tuple(c.name for c in self._containers.values())
+
+    def interrupt(self) -> None:
+        """Kill the command containers running now; see :meth:`SandboxSession.interrupt`."""
+        for cid, ctr in list(self._running.items()):
+            self._interrupted.add(cid)  # our own kill: not one "from outside"
+            with contextlib.suppress(*ENGINE_ERRORS):
+                ctr.kill()
+
+    def _remove_containers(self) -> None:
+        for cid, c in list(self._containers.items()):
+            with contextlib.suppress(*ENGINE_ERRORS):
+                c.remove(force=True)
+            self._containers.pop(cid, None)
+
+    def exec(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        """Run ``argv`` in a fresh container of the session; see :func:`run_command`.
+
+        Raises:
+            SandboxUnavailableError: the container could not be created/started, was killed
+                or removed from outside, the engine went away, or the workspace was lost.
+
+        """
+        if not argv:
+            raise ValueError("exec() needs a non-empty argv")
+        self._alive("exec")
+        c = self._contract
+        limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
+        base = {"HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
+        full_env = session_env(base, c, self._view, env, os.environ)
+        self._n += 1
+        run = list(argv)
+        if self._view is not None and self._view.endpoint is not None:
+            run = relay_argv(argv)
+        with docker_engine("creating the command container", "create_failed"):
+            ctr = self._client.containers.create(
+                self._image_id,
+                run[1:],
+                entrypoint=[run[0]],
+                init=True,
+                name=f"harness-{self._sid}-x{self._n}",
+                environment=full_env,
+                working_dir=cwd or SANDBOX_WORKSPACE,
+                user=c.user or f"{SANDBOX_UID}:{SANDBOX_GID}",
+                cap_drop=["ALL"],
+                mounts=self._mounts,
+                read_only=c.read_only_root,
+                network_mode="host" if c.network == "host" else "none",
+                labels={**self._labels, "harness.role": "exec"},
+                log_config=docker.types.LogConfig(type="none"),
+                security_opt=["no-new-privileges"],
+                stdin_open=stdin is not None,
+                **bound_options(c, self._downgraded),
+            )
+        self._containers[ctr.id] = ctr
+        self._running[ctr.id] = ctr
+        try:
+            return run_command(
+                self._client,
+                ctr,
+                tuple(argv),
+                c,
+                limit_s,
+                stdin,
+                self._alive,
+                interrupted=lambda: ctr.id in self._interrupted,
+            )
+        finally:
+            self._running.pop(ctr.id, None)
+            self._interrupted.discard(ctr.id)
+            with contextlib.suppress(*ENGINE_ERRORS):
+                ctr.remove(force=True)
+            self._containers.pop(ctr.id, None)

@@ -179,8 +179,10 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def mount_tmpfs(target: Path, size_mb: int) -> None:
-    opts = f"size={size_mb}m,mode=0700".encode()
+def mount_tmpfs(target: Path, size_mb: int | None) -> None:
+    """Mount a ``nosuid,nodev`` tmpfs of ``size_mb`` (the kernel's default when ``None``)."""
+    size = f"size={size_mb}m," if size_mb is not None else ""
+    opts = f"{size}mode=0700".encode()
     rc = _libc().mount(b"tmpfs", str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts)
     if rc != 0:
         err = ctypes.get_errno()

@@ -29,18 +29,17 @@ tar helpers in :mod:`harness.sandbox._docker_io`; this module re-exports the pub
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
+import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness._safefs import MAX_MTIME
 from harness.cases.model import PhaseContract
-from harness.errors import ContractUnenforceableError, SandboxUnavailableError
+from harness.errors import ConfigError, ContractUnenforceableError, SandboxUnavailableError
 from harness.sandbox._docker_engine import (
     BOOT_LABEL,
     DEFAULT_IMAGE,
@@ -57,25 +56,27 @@ from harness.sandbox._docker_engine import (
     owner_state,
     prune,
 )
-from harness.sandbox._docker_exec import bound_options, run_command
+from harness.sandbox._docker_exec import CommandContainers, user_ids
+from harness.sandbox._docker_host import (
+    IO_MB,
+    DockerHostSession,
+    engine_sees_host,
+    image_table,
+    open_host_session,
+)
 from harness.sandbox._docker_io import first_file, pack_box, pack_file, pack_tree, unpack_tree
 from harness.sandbox._docker_sdk import docker
 from harness.sandbox._dropbox import read_box_archive
-from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON, relay_argv
+from harness.sandbox._relay import ENDPOINT_SOCKET, RELAY_PYTHON
 from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
     DROP_BOX,
     DROP_BOX_MODE,
-    SANDBOX_GID,
     SANDBOX_IO,
-    SANDBOX_UID,
     SANDBOX_WORKSPACE,
     DropBox,
-    ExecResult,
-    SandboxPaths,
     SealedView,
     lock_plan,
-    session_env,
 )
 
 __all__ = [
@@ -107,7 +108,10 @@ _CLAMP_TIMES = (
     f'find "$1" -mindepth 1 -newermt @{MAX_MTIME} -exec touch -c -h -d @{MAX_MTIME} {{}} +; '
     'find "$1" -mindepth 1 ! -newermt @0 -exec touch -c -h -d @0 {} +; exit 0'
 )
-_IO_MB = 16
+_IO_MB = IO_MB
+FILES_ENV = "HARNESS_DOCKER_FILES"
+"""Where sessions keep their files: ``auto`` (default), ``host`` or ``volumes``."""
+FILES_MODES = ("auto", "host", "volumes")
 _HOLDER_MEM = 32 * 1024 * 1024
 
 
@@ -151,11 +155,47 @@ class DockerSandbox:
         *,
         default_image: str = DEFAULT_IMAGE,
         run_id: str = "adhoc",
+        files: str | None = None,
+        base_dir: Path | str | None = None,
     ) -> None:
         self._client = client if client is not None else connect()
         self.default_image = default_image
         self.run_id = run_id
         self._info: dict[str, Any] | None = None
+        self._version: dict[str, Any] | None = None
+        files = files or os.environ.get(FILES_ENV) or "auto"
+        if files not in FILES_MODES:
+            raise ConfigError(
+                f"docker: {FILES_ENV}={files!r}: expected one of {', '.join(FILES_MODES)}"
+            )
+        self.files = files
+        """``host``, ``volumes`` or ``auto``: where sessions keep their files (module doc)."""
+        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.gettempdir())
+        self._user_ids: dict[tuple[str, str | None], tuple[int, int]] = {}
+
+    def host_files(self, image_id: str | None = None) -> bool:
+        """Tell whether sessions keep their files in host tmpfs bound in (else volumes).
+
+        ``auto`` asks :func:`~harness.sandbox._docker_host.engine_sees_host` (once per
+        engine); ``host`` requires it.
+
+        Raises:
+            SandboxUnavailableError: ``host`` was asked for and the engine cannot see it.
+        """
+        if self.files == "volumes":
+            return False
+        if image_id is None:
+            with docker_engine("image " + repr(self.default_image), "image_missing"):
+                image_id = str(self._client.images.get(self.default_image).id)
+        engine = str(self._engine_info().get("ID", ""))
+        seen = engine_sees_host(self._client, engine, image_id, self.base_dir)
+        if not seen and self.files == "host":
+            raise SandboxUnavailableError(
+                f"docker: {FILES_ENV}=host, but the engine cannot bind this host's folders "
+                "(a remote engine, another mount namespace, or the harness is not root)",
+                reason="create_failed",
+            )
+        return seen
 
     def _engine_info(self) -> dict[str, Any]:
         if self._info is None:
@@ -166,7 +206,9 @@ class DockerSandbox:
     def describe(self) -> Mapping[str, str]:
         """Engine version, API version, cgroup version, default image id, isolation used."""
         with docker_engine("describing the engine", "engine_unreachable"):
-            ver = self._client.version()
+            if self._version is None:  # an engine restart ends the run's containers anyway
+                self._version = dict(self._client.version())
+            ver = self._version
             try:
                 image_id = str(self._client.images.get(self.default_image).id)
             except docker.errors.ImageNotFound:
@@ -182,6 +224,9 @@ class DockerSandbox:
             "default_image_id": image_id,
             "isolation": "container per command; network none; read-only root; tmpfs "
             "workspace/io//tmp with size; cgroup memory+swap, pids, cpu; RLIMIT_CPU",
+            "files": "host tmpfs bound in"
+            if image_id != "missing" and self.host_files(image_id)
+            else "engine volumes + holder",
         }
 
     def _check(self, contract: PhaseContract, downgrade: frozenset[str]) -> tuple[str, ...]:
@@ -211,8 +256,8 @@ class DockerSandbox:
         label: str,
         downgrade: frozenset[str] = frozenset(),
         view: SealedView | None = None,
-    ) -> DockerSession:
-        """Open a session: volumes + holder container from the contract's image.
+    ) -> DockerSession | DockerHostSession:
+        """Open a session: host tmpfs bound in, or volumes + holder (see the module docstring).
 
         ``view``'s mounts are copied (through the API, so a remote engine works too) into
         one volume each, mounted read-only at the target in every command container.
@@ -238,6 +283,22 @@ class DockerSandbox:
             "image_missing",
         ):
             image = self._client.images.get(image_ref)
+        if self.host_files(str(image.id)):
+            key = (str(image.id), contract.user)
+            if key not in self._user_ids:
+                self._user_ids[key] = user_ids(contract.user, image_table(self._client, image.id))
+            return open_host_session(
+                self._client,
+                self.run_id,
+                self.base_dir,
+                contract,
+                str(image.id),
+                label,
+                skipped,
+                dict(image.labels or {}),
+                view,
+                self._user_ids[key],
+            )
         return DockerSession(
             self._client,
             self,
@@ -250,8 +311,8 @@ class DockerSandbox:
         )
 
 
-class DockerSession:
-    """One session: see :class:`DockerSandbox`. Use as a context manager; always closed."""
+class DockerSession(CommandContainers):
+    """One session on engine volumes: see :class:`DockerSandbox`. Always closed."""
 
     def __init__(
         self,
@@ -264,28 +325,19 @@ class DockerSession:
         image_labels: dict[str, str] | None = None,
         view: SealedView | None = None,
     ) -> None:
-        self._client = client
-        self._view = view
+        self._start_commands(
+            client,
+            backend.run_id,
+            contract,
+            image_id,
+            label,
+            downgraded,
+            {LABEL: "1", **owner_labels()},
+            view,
+        )
         self._image_labels = image_labels
-        self._contract = contract
-        self._image_id = image_id
-        self._downgraded = downgraded
-        self._sid = uuid.uuid4().hex[:12]
-        self._labels = {
-            LABEL: "1",
-            "harness.run": backend.run_id,
-            "harness.session": self._sid,
-            "harness.label": label[:200],
-            **owner_labels(),
-        }
         self._volumes: list[Any] = []
-        self._containers: dict[str, Any] = {}
-        self._running: dict[str, Any] = {}
-        """Command containers of ``exec`` calls under way (what :meth:`interrupt` kills)."""
-        self._interrupted: set[str] = set()
-        self._n = 0
         self._uid: tuple[int, int] | None = None
-        self._closed = False
         try:
             self._holder, self._holder_started = self._start_holder()
             self._hand_over_workspace()
@@ -404,7 +456,7 @@ class DockerSession:
                 reason="seed_failed",
             )
 
-    def _holder_alive(self, what: str) -> None:
+    def _alive(self, what: str) -> None:
         if self._closed:
             raise SandboxUnavailableError(f"docker: {what}: session is closed", reason="closed")
         with docker_engine(f"{what}: checking the workspace holder", "container_gone"):
@@ -417,20 +469,10 @@ class DockerSession:
                 reason="killed_externally",
             )
 
-    def interrupt(self) -> None:
-        """Kill the command containers running now; see :meth:`SandboxSession.interrupt`."""
-        for cid, ctr in list(self._running.items()):
-            self._interrupted.add(cid)  # our own kill: not one "from outside"
-            with contextlib.suppress(*ENGINE_ERRORS):
-                ctr.kill()
-
     def close(self) -> None:
         """Remove every container and volume of the session (idempotent, also on error)."""
         self._closed = True
-        for cid, c in list(self._containers.items()):
-            with contextlib.suppress(*ENGINE_ERRORS):
-                c.remove(force=True)
-            self._containers.pop(cid, None)
+        self._remove_containers()
         for vol in list(self._volumes):
             for attempt in range(10):
                 try:
@@ -448,62 +490,14 @@ class DockerSession:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- protocol properties -----------------------------------------------------------------
-    @property
-    def paths(self) -> SandboxPaths:
-        """``/workspace`` and ``/harness/io``."""
-        return SandboxPaths(workspace=_WS, io=_IO)
-
-    @property
-    def downgraded(self) -> tuple[str, ...]:
-        """Bounds the caller allowed this session not to enforce (and it did not)."""
-        return self._downgraded
-
-    @property
-    def image_id(self) -> str | None:
-        """The image's content id (``sha256:…``) every container of the session runs."""
-        return self._image_id
-
-    @property
-    def container_names(self) -> tuple[str, ...]:
-        """Names of the session's live containers (holder + any running command)."""
-        return tuple(c.name for c in self._containers.values())
-
     # -- files -------------------------------------------------------------------------------
     def _owner(self) -> tuple[int, int]:
         """Numeric uid/gid for files we write: the contract's user, resolved in the image."""
         if self._uid is None:
-            user = self._contract.user
-            if not user:
-                self._uid = (SANDBOX_UID, SANDBOX_GID)
-            else:
-                name, _, group = user.partition(":")
-                uid = int(name) if name.isdigit() else self._lookup("/etc/passwd", name)
-                gid = (
-                    int(group)
-                    if group.isdigit()
-                    else (
-                        self._lookup("/etc/group", group)
-                        if group
-                        else self._lookup("/etc/passwd", name, field=3)
-                        if not name.isdigit()
-                        else uid
-                    )
-                )
-                self._uid = (uid, gid)
+            self._uid = user_ids(
+                self._contract.user, lambda table: self.read_file(table, _root_ok=True) or b""
+            )
         return self._uid
-
-    def _lookup(self, table: str, name: str, field: int = 2) -> int:
-        data = self.read_file(table, _root_ok=True) or b""
-        for line in data.decode(errors="replace").splitlines():
-            parts = line.split(":")
-            if parts[0] == name and len(parts) > field and parts[field].isdigit():
-                return int(parts[field])
-        raise ContractUnenforceableError(
-            f"docker: contract user {self._contract.user!r}: {name!r} not found in the "
-            f"image's {table}",
-            bound="user",
-        )
 
     def _inside(self, path: str) -> str:
         p = PurePosixPath(path)
@@ -532,7 +526,7 @@ class DockerSession:
         inner = PurePosixPath(dest) if dest else None
         downs = [] if inner is None else [*reversed(inner.parents), inner]
         above = [_WS, *(str(PurePosixPath(_WS) / d) for d in downs if str(d) != ".")]
-        self._holder_alive("lock")
+        self._alive("lock")
         with docker_engine("locking the verifier's files", "transfer_failed"):
             code, out = self._holder.exec_run(
                 ["sh", "-c", 'chown 0:0 "$@" && chmod 1777 "$@"', "sh", *above], user="0"
@@ -543,7 +537,7 @@ class DockerSession:
             )
 
     def _put(self, at: str, data: bytes, what: str) -> None:
-        self._holder_alive(what)
+        self._alive(what)
         with docker_engine(what, "transfer_failed"):
             if not self._holder.put_archive(at, data):
                 raise SandboxUnavailableError(
@@ -559,7 +553,7 @@ class DockerSession:
         ``max_files`` or ``max_bytes`` raises ``CandidateTooLarge`` after reading no more
         than the bound.
         """
-        self._holder_alive("get_tree")
+        self._alive("get_tree")
         dest.mkdir(parents=True, exist_ok=True)
         with docker_engine("get_tree", "transfer_failed"):
             self._holder.exec_run(["sh", "-c", _CLAMP_TIMES, "sh", _WS], user="0")
@@ -583,7 +577,7 @@ class DockerSession:
     ) -> bytes | None:
         """Read up to ``limit`` bytes of ``path``; ``None`` when absent or not a file."""
         path = path if _root_ok else self._inside(path)
-        self._holder_alive(f"read_file {path}")
+        self._alive(f"read_file {path}")
         try:
             with docker_engine(f"read_file {path}", "transfer_failed"):
                 stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
@@ -595,7 +589,7 @@ class DockerSession:
                         close()
         except SandboxUnavailableError as exc:
             if exc.reason == "container_gone":  # 404 from get_archive: the path is absent
-                self._holder_alive(f"read_file {path}")
+                self._alive(f"read_file {path}")
                 return None
             raise
 
@@ -613,7 +607,7 @@ class DockerSession:
     def read_drop_box(self, path: str, *, max_files: int, max_bytes: int) -> DropBox:
         """Read a drop box back through ``get_archive`` (streamed, bounded)."""
         path = self._inside(path)
-        self._holder_alive(f"read_drop_box {path}")
+        self._alive(f"read_drop_box {path}")
         try:
             with docker_engine(f"read_drop_box {path}", "transfer_failed"):
                 stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
@@ -627,7 +621,7 @@ class DockerSession:
                         close()
         except SandboxUnavailableError as exc:
             if exc.reason == "container_gone":  # 404: the box is gone
-                self._holder_alive(f"read_drop_box {path}")
+                self._alive(f"read_drop_box {path}")
                 return DropBox(odd=("the drop box is gone",))
             raise
 
@@ -638,76 +632,8 @@ class DockerSession:
             cmd = ["find", path, "-mindepth", "1", "-delete"]
         else:
             cmd = ["rm", "-rf", "--", path]
-        self._holder_alive(f"remove {path}")
+        self._alive(f"remove {path}")
         with docker_engine(f"remove {path}", "transfer_failed"):
             code, out = self._holder.exec_run(cmd, user="0")
         if code != 0:
             raise SandboxUnavailableError(f"docker: remove {path}: {out!r}", reason="exec_failed")
-
-    # -- commands ----------------------------------------------------------------------------
-    def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-    ) -> ExecResult:
-        """Run ``argv`` in a fresh container of the session; see the module docstring.
-
-        Raises:
-            SandboxUnavailableError: the container could not be created/started, was killed
-                or removed from outside, the engine went away, or the workspace was lost.
-
-        """
-        if not argv:
-            raise ValueError("exec() needs a non-empty argv")
-        self._holder_alive("exec")
-        c = self._contract
-        limit_s = min(c.timeout_seconds, timeout) if timeout is not None else c.timeout_seconds
-        base = {"HOME": "/tmp", "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1"}
-        full_env = session_env(base, c, self._view, env, os.environ)
-        self._n += 1
-        run = list(argv)
-        if self._view is not None and self._view.endpoint is not None:
-            run = relay_argv(argv)
-        with docker_engine("creating the command container", "create_failed"):
-            ctr = self._client.containers.create(
-                self._image_id,
-                run[1:],
-                entrypoint=[run[0]],
-                init=True,
-                name=f"harness-{self._sid}-x{self._n}",
-                environment=full_env,
-                working_dir=cwd or _WS,
-                user=c.user or f"{SANDBOX_UID}:{SANDBOX_GID}",
-                cap_drop=["ALL"],
-                mounts=self._mounts,
-                read_only=c.read_only_root,
-                network_mode="host" if c.network == "host" else "none",
-                labels={**self._labels, "harness.role": "exec"},
-                log_config=docker.types.LogConfig(type="none"),
-                security_opt=["no-new-privileges"],
-                stdin_open=stdin is not None,
-                **bound_options(c, self._downgraded),
-            )
-        self._containers[ctr.id] = ctr
-        self._running[ctr.id] = ctr
-        try:
-            return run_command(
-                self._client,
-                ctr,
-                tuple(argv),
-                c,
-                limit_s,
-                stdin,
-                self._holder_alive,
-                interrupted=lambda: ctr.id in self._interrupted,
-            )
-        finally:
-            self._running.pop(ctr.id, None)
-            self._interrupted.discard(ctr.id)
-            with contextlib.suppress(*ENGINE_ERRORS):
-                ctr.remove(force=True)
-            self._containers.pop(ctr.id, None)

@@ -41,8 +41,12 @@ BACKEND_MARKS: dict[str, list[pytest.MarkDecorator]] = {"local": []}
 """Backend name -> extra pytest marks (e.g. ``pytest.mark.docker``)."""
 
 
-def _docker(tmp: Path) -> Sandbox:
-    """The Docker backend; a missing engine skips, or fails with HARNESS_REQUIRE_DOCKER=1."""
+def _docker(tmp: Path, files: str | None = None) -> Sandbox:
+    """The Docker backend; a missing engine skips, or fails with HARNESS_REQUIRE_DOCKER=1.
+
+    ``files``: where its sessions keep their files (``DockerSandbox(files=)``; by default
+    host tmpfs when the engine is local, as on CI).
+    """
     import os
 
     from harness.errors import SandboxUnavailableError
@@ -61,7 +65,7 @@ def _docker(tmp: Path) -> Sandbox:
             pytest.fail(f"HARNESS_REQUIRE_DOCKER=1 but {why}", pytrace=False)
         pytest.skip(why)
     _DOCKER_CLIENT[:] = [client]  # one client for the session: no leaked connections
-    return DockerSandbox(client, run_id="pytest-conformance")
+    return DockerSandbox(client, run_id="pytest-conformance", files=files)
 
 
 _DOCKER_CLIENT: list[object] = []
@@ -70,6 +74,12 @@ _DOCKER_CLIENT: list[object] = []
 BACKENDS["docker"] = _docker
 BACKEND_BASE_CONTRACTS["docker"] = PhaseContract(image=None)  # default harness-base:bookworm
 BACKEND_MARKS["docker"] = [pytest.mark.docker]
+
+
+@pytest.fixture
+def docker_volumes(tmp_path: Path) -> Sandbox:
+    """The Docker backend keeping its sessions' files in engine volumes (remote engines)."""
+    return _docker(tmp_path, files="volumes")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -43,3 +43,15 @@ def test_conformance(
     check_name: str, sandbox: Sandbox, base_contract: PhaseContract, tmp_path: Path
 ) -> None:
     conformance_checks(base_contract)[check_name](sandbox, tmp_path)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("check_name", CHECK_NAMES)
+def test_conformance_docker_volumes(
+    check_name: str, docker_volumes: Sandbox, tmp_path: Path
+) -> None:
+    """The Docker backend's other way of keeping files: engine volumes and a holder."""
+    contract = PhaseContract(image=None)
+    with docker_volumes.open(contract, label="mode") as s:
+        assert type(s).__name__ == "DockerSession"
+    conformance_checks(contract)[check_name](docker_volumes, tmp_path)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from harness.cases.model import PhaseContract
 from harness.env.images import build_case_image, case_image_tag
-from harness.errors import SandboxUnavailableError
+from harness.errors import ConfigError, SandboxUnavailableError
 from harness.sandbox._docker_engine import _created
 from harness.sandbox.base import Sandbox, SandboxSession, Termination
 from harness.sandbox.classify import EAGAIN_FORK as _EAGAIN_FORK
@@ -51,8 +53,14 @@ def _contract(**kw: Any) -> PhaseContract:
     return PhaseContract(**{**base, **kw})
 
 
+@pytest.fixture(scope="module")
+def volumes(client: Any) -> DockerSandbox:
+    """Sessions on engine volumes + a holder: the way for an engine that is not local."""
+    return DockerSandbox(client, run_id="pytest", files="volumes")
+
+
 @pytest.fixture
-def session(backend: DockerSandbox) -> Iterator[DockerSession]:
+def session(backend: DockerSandbox) -> Iterator[SandboxSession]:
     with backend.open(_contract(), label="pytest") as s:
         yield s
 
@@ -84,7 +92,7 @@ def test_pids_heuristic_matches_fork_failures_not_other_eagain() -> None:
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_backend_satisfies_protocol(backend: DockerSandbox, session: DockerSession) -> None:
+def test_backend_satisfies_protocol(backend: DockerSandbox, session: SandboxSession) -> None:
     assert isinstance(backend, Sandbox) and isinstance(session, SandboxSession)
     facts = backend.describe()
     assert facts["engine_version"] not in ("", "?")
@@ -113,7 +121,7 @@ def test_exec_output_status_stdin_and_truncation(backend: DockerSandbox) -> None
 @pytest.mark.docker
 @pytest.mark.integration
 def test_files_roundtrip_and_persist_between_commands(
-    session: DockerSession, tmp_path: Path
+    session: SandboxSession, tmp_path: Path
 ) -> None:
     src = tmp_path / "src"
     (src / "pkg").mkdir(parents=True)
@@ -143,7 +151,7 @@ def test_files_roundtrip_and_persist_between_commands(
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_network_is_denied(session: DockerSession) -> None:
+def test_network_is_denied(session: SandboxSession) -> None:
     r = session.exec(
         [
             "python3",
@@ -163,7 +171,7 @@ def test_network_is_denied(session: DockerSession) -> None:
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_read_only_root_holds_workspace_and_tmp_writable(session: DockerSession) -> None:
+def test_read_only_root_holds_workspace_and_tmp_writable(session: SandboxSession) -> None:
     r = session.exec(["sh", "-c", "touch /etc/evil || touch /usr/bin/evil"])
     assert r.exit_code != 0 and b"Read-only file system" in r.stderr
     assert session.exec(["sh", "-c", "touch /tmp/ok /workspace/ok"]).ok
@@ -172,7 +180,7 @@ def test_read_only_root_holds_workspace_and_tmp_writable(session: DockerSession)
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_memory_bound_reports_memory_from_oomkilled(session: DockerSession) -> None:
+def test_memory_bound_reports_memory_from_oomkilled(session: SandboxSession) -> None:
     r = session.exec(["python3", "-c", "x = bytearray(400 * 1024 * 1024); print('alive')"])
     assert r.termination is Termination.MEMORY
     assert r.bound is not None and r.bound.limit == 128
@@ -191,7 +199,7 @@ def test_fork_bomb_hits_pids_bound(backend: DockerSandbox) -> None:
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_wall_clock_kills_and_session_survives(session: DockerSession) -> None:
+def test_wall_clock_kills_and_session_survives(session: SandboxSession) -> None:
     t0 = time.monotonic()
     r = session.exec(["sleep", "60"], timeout=1.5)
     assert time.monotonic() - t0 < 15
@@ -202,7 +210,7 @@ def test_wall_clock_kills_and_session_survives(session: DockerSession) -> None:
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_disk_bound_reports_disk(session: DockerSession) -> None:
+def test_disk_bound_reports_disk(session: SandboxSession) -> None:
     r = session.exec(["sh", "-c", "head -c 64000000 /dev/zero > /workspace/big"])
     assert r.termination is Termination.DISK
     assert r.bound is not None and r.bound.limit == 32
@@ -219,8 +227,8 @@ def test_cpu_seconds_bound(backend: DockerSandbox) -> None:
 # -- infrastructure faults --------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.integration
-def test_container_killed_from_outside_is_infra(client: Any, session: DockerSession) -> None:
-    sid = session.container_names[0].split("-")[1]
+def test_container_killed_from_outside_is_infra(client: Any, session: Any) -> None:
+    sid = session.session_id
     got: list[BaseException | object] = []
 
     def run() -> None:
@@ -249,11 +257,13 @@ def test_container_killed_from_outside_is_infra(client: Any, session: DockerSess
 
 @pytest.mark.docker
 @pytest.mark.integration
-def test_holder_killed_from_outside_is_infra(client: Any, session: DockerSession) -> None:
-    holder = client.containers.get(session.container_names[0])
-    holder.kill()
-    with pytest.raises(SandboxUnavailableError) as info:
-        session.exec(["true"])
+def test_holder_killed_from_outside_is_infra(client: Any, volumes: DockerSandbox) -> None:
+    with volumes.open(_contract(), label="pytest") as session:
+        assert isinstance(session, DockerSession)
+        holder = client.containers.get(session.container_names[0])
+        holder.kill()
+        with pytest.raises(SandboxUnavailableError) as info:
+            session.exec(["true"])
     assert info.value.reason == "killed_externally"
 
 
@@ -275,16 +285,18 @@ def test_missing_image_is_infra(backend: DockerSandbox) -> None:
 # -- no orphans -------------------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.integration
-def test_close_and_prune_leave_no_labelled_objects(client: Any, backend: DockerSandbox) -> None:
-    s = backend.open(_contract(), label="pytest")
-    sid = s.container_names[0].split("-")[1]
+def test_close_and_prune_leave_no_labelled_objects(client: Any, volumes: DockerSandbox) -> None:
+    s = volumes.open(_contract(), label="pytest")
+    sid = s.session_id
     assert _mine(client, **{"harness.session": sid})
     s.close()
     assert not _mine(client, **{"harness.session": sid})
     assert not client.volumes.list(filters={"label": f"harness.session={sid}"})
     run = f"pytest-prune-{os.getpid()}-{time.time_ns()}"
-    leftover = DockerSandbox(client, run_id=run).open(_contract(), label="pytest")  # "killed"
-    sid = leftover.container_names[0].split("-")[1]
+    leftover = DockerSandbox(client, run_id=run, files="volumes").open(
+        _contract(), label="pytest"
+    )  # "killed"
+    sid = leftover.session_id
     assert prune(client, older_than=3600, run_id=run).containers == ()  # too young
     assert prune(client, run_id=run).containers == ()  # owner (us) alive
     report = prune(client, orphans_only=False, run_id=run)
@@ -295,6 +307,67 @@ def test_close_and_prune_leave_no_labelled_objects(client: Any, backend: DockerS
     # they are not garbage-collected as unclosed sockets in a later test.
     with contextlib.suppress(Exception):
         leftover.close()
+
+
+# -- sessions on host folders (a local engine) ------------------------------------------------
+def _mounted(path: Path) -> list[str]:
+    """Mount points at or under ``path`` in this process's mount table."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [p for p in (line.split()[4] for line in lines) if p.startswith(str(path))]
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_a_local_engine_session_is_host_tmpfs_with_no_holder(
+    client: Any, backend: DockerSandbox
+) -> None:
+    assert backend.host_files() and backend.describe()["files"] == "host tmpfs bound in"
+    s = backend.open(_contract(), label="pytest")
+    root = Path(s.paths.workspace)  # the sandbox's view: /workspace
+    assert root == Path("/workspace") and s.container_names == ()
+    host_root = s._root  # type: ignore[union-attr]
+    assert (host_root.stat().st_mode & 0o777) == 0o700
+    assert len(_mounted(host_root)) == 3  # the folder, its workspace and io tmpfs
+    out = s.exec(["sh", "-c", "head -c 40m /dev/zero > /workspace/big"])
+    assert out.termination is Termination.DISK, out  # the workspace tmpfs has its size
+    s.close()
+    assert not host_root.exists() and _mounted(host_root) == []
+    assert not _mine(client, **{"harness.session": s.session_id})
+
+
+@pytest.mark.docker
+@pytest.mark.integration
+def test_a_killed_runs_host_session_is_pruned(tmp_path: Path) -> None:
+    from harness.sandbox.prune import prune_local
+
+    code = (
+        "import sys, time; from harness.sandbox.docker import DockerSandbox; "
+        "from harness.cases.model import PhaseContract as C; "
+        f"s = DockerSandbox(files='host', base_dir={str(tmp_path)!r}).open(C(), label='orphan'); "
+        "print(s._root, flush=True); time.sleep(120)"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=Path.cwd()
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            root = Path(proc.stdout.readline().strip())
+            assert root.parent == tmp_path and len(_mounted(root)) == 3
+        finally:
+            proc.kill()
+            proc.wait(30)
+    removed = prune_local(tmp_path)
+    assert str(root) in removed and not root.exists() and _mounted(root) == []
+
+
+def test_files_mode_is_checked(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_DOCKER_FILES", "shared")
+    with pytest.raises(ConfigError, match="HARNESS_DOCKER_FILES='shared'"):
+        DockerSandbox(client)
+    monkeypatch.setenv("HARNESS_DOCKER_FILES", "host")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")  # the client is made already
+    with pytest.raises(SandboxUnavailableError, match="cannot bind this host's folders"):
+        DockerSandbox(client).host_files("sha256:any")
 
 
 # -- per-case images --------------------------------------------------------------------------
