@@ -386,6 +386,15 @@ class Sandbox(Protocol):
 
     name: str
 
+    @property
+    def drop_box_owner(self) -> int:
+        """The uid that owns the drop boxes sessions make (:meth:`SandboxSession.make_drop_box`).
+
+        Root, or the harness's own user where commands run as that user; what a command's
+        guard checks a box against before leaving anything in it.
+        """
+        ...
+
     def open(
         self,
         contract: PhaseContract,

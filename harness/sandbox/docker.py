@@ -173,6 +173,11 @@ class DockerSandbox:
         self.base_dir = Path(base_dir) if base_dir else Path(tempfile.gettempdir())
         self._user_ids: dict[tuple[str, str | None], tuple[int, int]] = {}
 
+    @property
+    def drop_box_owner(self) -> int:
+        """Root: commands never run as it, and only root makes a box in either way."""
+        return 0
+
     def host_files(self, image_id: str | None = None) -> bool:
         """Tell whether sessions keep their files in host tmpfs bound in (else volumes).
 

@@ -206,6 +206,11 @@ class FakeSandbox:
     views: list[SealedView | None] = field(default_factory=list)
     """The view each :meth:`open` was given, in order (parallel to ``opened``)."""
 
+    @property
+    def drop_box_owner(self) -> int:
+        """The harness's own user: the fake's files are its own."""
+        return os.geteuid()
+
     def open(
         self,
         contract: PhaseContract,

@@ -600,6 +600,11 @@ class LocalSandbox:
             self._caps = HostCapabilities.detect()
         return self._caps
 
+    @property
+    def drop_box_owner(self) -> int:
+        """Root when commands are switched to the sandbox uid, else the harness's user."""
+        return 0 if self.capabilities.drops_privileges else os.geteuid()
+
     def open(
         self,
         contract: PhaseContract,

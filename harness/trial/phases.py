@@ -407,12 +407,6 @@ def _guard_keys(v: SandboxSession, box: str | None) -> tuple[list[bytes], list[s
     return keys, [f"the harness's drop box: {why}" for why in (*found.odd, *odd)]
 
 
-def _box_owner(backend: str) -> int:
-    """Who owns the drop box: root, or the harness's user on a local run without root."""
-    euid = os.geteuid()
-    return 0 if backend == "docker" or euid == 0 else euid
-
-
 def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> SealedView:
     """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``)."""
     guard = ctx.tmp / f"guard-{attempt}"
@@ -421,7 +415,7 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
     guard.mkdir(mode=0o755)
     guard.chmod(0o755)
     # each guarded pytest leaves its key in the verifier's drop box
-    owner = _box_owner(ctx.spec.backend)
+    owner = ctx.sandbox.drop_box_owner
     files = guard_files(SANDBOX_WORKSPACE, vt.candidate, vt.locked, box=DROP_BOX, box_owner=owner)
     for name, data in files.items():
         (guard / name).write_bytes(data)
