@@ -40,7 +40,13 @@ from typing import Any
 
 from harness.cases.model import PhaseContract
 from harness.errors import ContractUnenforceableError, SandboxUnavailableError
-from harness.sandbox._docker_engine import ENGINE_ERRORS, docker_engine, engine_unavailable
+from harness.sandbox._docker_engine import (
+    ENGINE_ERRORS,
+    LABEL,
+    docker_engine,
+    engine_unavailable,
+    owner_labels,
+)
 from harness.sandbox._docker_io import Capture
 from harness.sandbox._docker_sdk import docker, requests
 from harness.sandbox._relay import relay_argv
@@ -333,7 +339,6 @@ class CommandContainers:
         image_id: str,
         label: str,
         downgraded: tuple[str, ...],
-        labels: Mapping[str, str],
         view: SealedView | None,
     ) -> None:
         self._client = client
@@ -346,7 +351,8 @@ class CommandContainers:
             "harness.run": run_id,
             "harness.session": self._sid,
             "harness.label": label[:200],
-            **labels,
+            LABEL: "1",
+            **owner_labels(),
         }
         self._containers: dict[str, Any] = {}
         self._running: dict[str, Any] = {}

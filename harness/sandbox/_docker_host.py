@@ -27,7 +27,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,25 @@ def engine_sees_host(client: Any, engine_id: str, image_id: str, base: Path) -> 
         return answer
 
 
+@contextlib.contextmanager
+def _unstarted(
+    client: Any, image_id: str, role: str, mounts: list[Any] | None = None
+) -> Iterator[Any]:
+    """Yield a container of ``image_id`` to read files through: never started, then removed."""
+    ctr = client.containers.create(
+        image_id,
+        ["true"],
+        labels={LABEL: "1", "harness.role": role, **owner_labels()},
+        mounts=mounts or [],
+        network_mode="none",
+    )
+    try:
+        yield ctr
+    finally:
+        with contextlib.suppress(*ENGINE_ERRORS):
+            ctr.remove(force=True)
+
+
 def _probe(client: Any, image_id: str, base: Path) -> bool:
     token = secrets.token_hex(16).encode()
     try:
@@ -97,25 +116,16 @@ def _probe(client: Any, image_id: str, base: Path) -> bool:
         root = Path(tempfile.mkdtemp(prefix=owned_prefix("docker-probe"), dir=base))
     except OSError:
         return False
-    ctr = None
+    bind = docker.types.Mount("/harness-probe", str(root), type="bind", read_only=True)
     try:
         mount_tmpfs(root, _ROOT_MB)
         (root / "token").write_bytes(token)
-        ctr = client.containers.create(
-            image_id,
-            ["true"],
-            labels={LABEL: "1", "harness.role": "probe", **owner_labels()},
-            mounts=[docker.types.Mount("/harness-probe", str(root), type="bind", read_only=True)],
-            network_mode="none",
-        )
-        stream, _ = ctr.get_archive("/harness-probe/token")
-        return first_file(stream, 64) == token
+        with _unstarted(client, image_id, "probe", [bind]) as ctr:
+            stream, _ = ctr.get_archive("/harness-probe/token")
+            return first_file(stream, 64) == token
     except (OSError, *ENGINE_ERRORS):
         return False
     finally:
-        if ctr is not None:
-            with contextlib.suppress(*ENGINE_ERRORS):
-                ctr.remove(force=True)
         umount(root)
         rmtree(root)
 
@@ -124,21 +134,15 @@ def image_table(client: Any, image_id: str) -> Callable[[str], bytes]:
     """Read files of the image (``/etc/passwd``, …) from a created, never started container."""
 
     def read(path: str) -> bytes:
-        with docker_engine(f"reading {path} of image {image_id}", "transfer_failed"):
-            ctr = client.containers.create(
-                image_id,
-                ["true"],
-                labels={LABEL: "1", "harness.role": "probe", **owner_labels()},
-                network_mode="none",
-            )
+        with (
+            docker_engine(f"reading {path} of image {image_id}", "transfer_failed"),
+            _unstarted(client, image_id, "probe") as ctr,
+        ):
             try:
                 stream, _ = ctr.get_archive(path, chunk_size=1 << 16)
-                return first_file(stream, 1 << 20) or b""
             except docker.errors.NotFound:
                 return b""
-            finally:
-                with contextlib.suppress(*ENGINE_ERRORS):
-                    ctr.remove(force=True)
+            return first_file(stream, 1 << 20) or b""
 
     return read
 
@@ -168,20 +172,13 @@ def seed_tree(client: Any, image_id: str, seed: str, base: Path) -> Path:
             top = Path(tempfile.mkdtemp(prefix=owned_prefix("docker-seeds"), dir=base))
             atexit.register(rmtree, top)
             _seed_top.append(top)
-        dest = _seed_top[0] / str(len(_seeds))
-        with docker_engine(f"seeding the workspace from {seed}", "seed_failed"):
-            ctr = client.containers.create(
-                image_id,
-                ["true"],
-                labels={LABEL: "1", "harness.role": "seed", **owner_labels()},
-                network_mode="none",
-            )
-            try:
-                stream, _ = ctr.get_archive(seed, chunk_size=1 << 20)
-                unpack_tree(stream, dest)
-            finally:
-                with contextlib.suppress(*ENGINE_ERRORS):
-                    ctr.remove(force=True)
+        dest = Path(tempfile.mkdtemp(dir=_seed_top[0])) / "seed"
+        with (
+            docker_engine(f"seeding the workspace from {seed}", "seed_failed"),
+            _unstarted(client, image_id, "seed") as ctr,
+        ):
+            stream, _ = ctr.get_archive(seed, chunk_size=1 << 20)
+            unpack_tree(stream, dest)
         _seeds[key] = dest
         return dest
 
@@ -253,16 +250,7 @@ class DockerHostSession(HostFiles, CommandContainers):
         root: Path,
         owner_ids: tuple[int, int],
     ) -> None:
-        self._start_commands(
-            client,
-            run_id,
-            contract,
-            image_id,
-            label,
-            downgraded,
-            {LABEL: "1", **owner_labels()},
-            view,
-        )
+        self._start_commands(client, run_id, contract, image_id, label, downgraded, view)
         self.label = label
         self._what = "docker session"
         self._root = root

@@ -330,16 +330,7 @@ class DockerSession(CommandContainers):
         image_labels: dict[str, str] | None = None,
         view: SealedView | None = None,
     ) -> None:
-        self._start_commands(
-            client,
-            backend.run_id,
-            contract,
-            image_id,
-            label,
-            downgraded,
-            {LABEL: "1", **owner_labels()},
-            view,
-        )
+        self._start_commands(client, backend.run_id, contract, image_id, label, downgraded, view)
         self._image_labels = image_labels
         self._volumes: list[Any] = []
         self._uid: tuple[int, int] | None = None
