@@ -47,19 +47,15 @@ from harness.sandbox._docker_sdk import docker
 from harness.sandbox._host import mount_tmpfs, umount
 from harness.sandbox._hostfiles import HostFiles, chown_tree
 from harness.sandbox._relay import ENDPOINT_SOCKET
-from harness.sandbox.base import SANDBOX_IO, SANDBOX_WORKSPACE, SandboxPaths, SealedView
+from harness.sandbox.base import IO_MB, SANDBOX_IO, SANDBOX_WORKSPACE, SandboxPaths, SealedView
 from harness.sandbox.owner import owned_prefix
 
 __all__ = [
-    "IO_MB",
     "DockerHostSession",
     "engine_sees_host",
     "image_table",
     "open_host_session",
 ]
-
-IO_MB = 16
-"""Size of the protocol folder's tmpfs (as the engine volume of the other mode)."""
 
 _ROOT_MB = 1
 _seen: dict[tuple[str, str], bool] = {}

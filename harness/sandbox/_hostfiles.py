@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -134,7 +135,12 @@ class HostFiles:
         """
         target = self._inside(os.path.join(self._paths.workspace, dest))
         try:
+            # An existing folder is the session's: its mode is never the tree's (an agent's
+            # ``chmod 000`` of its workspace must not lock the next session out of its own).
+            st = os.lstat(target) if os.path.isdir(target) else None
             copy_tree(src, target)  # contents, links and modes: never the tree's xattrs
+            if st is not None and not stat.S_ISLNK(st.st_mode):
+                os.chmod(target, stat.S_IMODE(st.st_mode))
             self._own(target, tree=True)
             self._lock_entries(dest, locked)
         except (OSError, shutil.Error) as exc:

@@ -32,6 +32,7 @@ from harness.cases.model import PhaseContract
 __all__ = [
     "DROP_BOX",
     "DROP_BOX_MODE",
+    "IO_MB",
     "SANDBOX_GID",
     "SANDBOX_IO",
     "SANDBOX_UID",
@@ -129,6 +130,9 @@ class ExecResult(BaseModel):
 
 DROP_BOX_MODE = 0o1733
 """A drop box's mode: anyone may add a file, nobody but its root owner list or remove one."""
+IO_MB = 16
+"""Size of every backend's protocol folder (its own tmpfs, where the host can mount one):
+a workspace filled to its disk bound never leaves the harness without room for its files."""
 DROP_BOX = SANDBOX_IO + "/.drop-box"
 """Where a session's drop box goes by default (a backend may make it when the session opens)."""
 

@@ -58,7 +58,6 @@ from harness.sandbox._docker_engine import (
 )
 from harness.sandbox._docker_exec import CommandContainers, user_ids
 from harness.sandbox._docker_host import (
-    IO_MB,
     DockerHostSession,
     engine_sees_host,
     image_table,
@@ -72,6 +71,7 @@ from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import (
     DROP_BOX,
     DROP_BOX_MODE,
+    IO_MB,
     SANDBOX_IO,
     SANDBOX_WORKSPACE,
     DropBox,
@@ -108,7 +108,6 @@ _CLAMP_TIMES = (
     f'find "$1" -mindepth 1 -newermt @{MAX_MTIME} -exec touch -c -h -d @{MAX_MTIME} {{}} +; '
     'find "$1" -mindepth 1 ! -newermt @0 -exec touch -c -h -d @0 {} +; exit 0'
 )
-_IO_MB = IO_MB
 FILES_ENV = "HARNESS_DOCKER_FILES"
 """Where sessions keep their files: ``auto`` (default), ``host`` or ``volumes``."""
 FILES_MODES = ("auto", "host", "volumes")
@@ -344,7 +343,7 @@ class DockerSession(CommandContainers):
     # -- lifecycle -------------------------------------------------------------------------
     def _start_holder(self) -> tuple[Any, str]:
         disk = self._contract.disk_mb
-        sizes = {_WS: f",size={disk}m" if disk else "", _IO: f",size={_IO_MB}m"}
+        sizes = {_WS: f",size={disk}m" if disk else "", _IO: f",size={IO_MB}m"}
         mounts = []
         for target, size in sizes.items():
             name = f"harness-{self._sid}-{'ws' if target == _WS else 'io'}"

@@ -59,6 +59,7 @@ from harness.sandbox._relay import ENDPOINT_SOCKET, relay_argv
 from harness.sandbox._seccomp import filter_fd
 from harness.sandbox._view import check_view, mount_parents, system_binds
 from harness.sandbox.base import (
+    IO_MB,
     SANDBOX_GID,
     SANDBOX_IO,
     SANDBOX_UID,
@@ -639,6 +640,9 @@ class LocalSandbox:
                 mount_tmpfs(root, contract.disk_mb)
             for sub in ("workspace", "io", "tmp"):
                 (root / sub).mkdir()
+                if sub == "io" and plan.disk == "tmpfs":  # room for the harness's files
+                    mount_tmpfs(root / sub, IO_MB)
+                    os.chmod(root / sub, 0o755)
                 if caps.drops_privileges:
                     os.chown(root / sub, SANDBOX_UID, SANDBOX_GID)
             (root / "tmp").chmod(0o1777)

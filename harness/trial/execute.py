@@ -59,6 +59,7 @@ from harness.trial.phases import (
     agent_phase,
     env_view,
     phase_label,
+    put_candidate,
     verifier_phase,
 )
 from harness.trial.spec import TrialSpec
@@ -190,7 +191,7 @@ def _public_feedback(
         downgrade=ctx.spec.downgrade,
         view=env_view(ctx.spec, "verifier"),
     ) as s:
-        s.put_tree(candidate_dir)
+        put_candidate(s, candidate_dir, ctx.lc.case.contract.verifier.disk_mb, ())
         res = s.exec(cmd, timeout=ctx.lc.case.contract.verifier.timeout_seconds)
     return {
         "command": list(cmd),
@@ -413,6 +414,9 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 try:
                     with clock.step("feedback"):
                         feedback = build_feedback(ctx, rec, cand_dir)
+                except CandidateTooLarge:  # judged already; too large to be handed on
+                    stop = "candidate_too_large"
+                    break
                 except Exception as exc:
                     attempts[-1] = rec.model_copy(update={"verdict": verdict_from_exception(exc)})
                     stop = "infra_error"

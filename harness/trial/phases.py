@@ -77,6 +77,7 @@ __all__ = [
     "agent_phase",
     "env_view",
     "phase_label",
+    "put_candidate",
     "verifier_phase",
 ]
 
@@ -231,11 +232,13 @@ def _run_agent(
         view=view,
     ) as s:
         with ctx.clock.step("workspace"):
-            if ctx.spec.image is None:
-                s.put_tree(base)
-            elif base != ctx.start_dir:  # a correction attempt: replace the seeded tree
-                s.remove(s.paths.workspace)
-                s.put_tree(base)
+            if base == ctx.start_dir:
+                if ctx.spec.image is None:
+                    s.put_tree(base)
+            else:  # a correction attempt: the last candidate, in place of the seeded tree
+                if ctx.spec.image is not None:
+                    s.remove(s.paths.workspace)
+                put_candidate(s, base, contract.disk_mb, ())
             inv = prepare_agent(
                 ctx.spec.key.release,
                 ctx.spec.release,
@@ -360,7 +363,7 @@ def verifier_phase(
         with clock.step("verifier_tree"):
             if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
                 v.remove(v.paths.workspace)
-            _put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
+            put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
             box = f"{v.paths.io}/{os.path.basename(DROP_BOX)}" if _junit(case.verifier) else None
             if box is not None:
                 v.make_drop_box(box)
@@ -425,10 +428,15 @@ def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> Sea
     return view.model_copy(update={"mounts": (*view.mounts, mount)})
 
 
-def _put_candidate(
+def put_candidate(
     v: SandboxSession, tree: Path, disk_mb: int | None, locked: Sequence[str]
 ) -> None:
-    """Copy the verifier tree in; a disk bound it overflows is the candidate's ``disk``."""
+    """Copy a candidate's tree in; a disk bound it overflows is the candidate's ``disk``.
+
+    Raises:
+        CandidateTooLarge: the tree does not fit the session's disk bound.
+        SandboxUnavailableError: the copy failed for another reason.
+    """
     try:
         v.put_tree(tree, locked=locked)
     except SandboxUnavailableError as exc:

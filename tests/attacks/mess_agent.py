@@ -114,6 +114,25 @@ def main():
         for i in range(int(sys.argv[3])):
             os.link(big, os.path.join(WS, f"big{i}.bin"))
         submit()
+    elif mode == "chmod-root":
+        # The workspace's own folder made unreadable: the candidate's root travels into
+        # the next attempt's and the feedback command's sessions.
+        calc("# nothing here")
+        submit()
+        os.chmod(WS, 0)
+    elif mode == "fill":
+        # The workspace filled to the brim (its tmpfs), and no result written (its page is
+        # the workspace's): the next session the harness hands this tree to must still take
+        # the harness's own files, one more (the feedback) than this attempt had.
+        calc("# nothing here")
+        fd = os.open(os.path.join(WS, "fill.bin"), os.O_WRONLY | os.O_CREAT, 0o644)
+        for size in (1 << 20, 4096, 1):  # to the last byte
+            try:
+                while os.write(fd, b"\1" * size):
+                    pass
+            except OSError:
+                pass
+        os.close(fd)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

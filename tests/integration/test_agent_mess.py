@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 ATTACK = Path(__file__).resolve().parent.parent / "attacks" / "mess_agent.py"
 MODES = ("fifo-result", "sparse-result", "fifo-junit", "deep", "disk", "exit127", "outside-link")
-MODES += ("fifo-link", "long-path", "hard-links")
+MODES += ("fifo-link", "long-path", "hard-links", "chmod-root", "fill")
 
 RELEASE = """\
   mess-{mode}:
@@ -41,6 +41,8 @@ RELEASE = """\
 
 # hard-links: 4 MiB and 4,000 links to it, 16 GiB read path by path, against a 64 MiB bound.
 ARGS = {"disk": '"disk", "32"', "hard-links": '"hard-links", "4", "4000"'}
+# Modes that leave their mark on a later attempt: two attempts, feedback from a command.
+RETRIED = {"chmod-root", "fill"}
 
 BACKENDS = [
     pytest.param("local", id="local"),
@@ -57,8 +59,17 @@ def project() -> Iterator[Path]:
     home = Path(tempfile.mkdtemp(prefix="harness-mess-test-"))
     root = make_project(home / "proj", n_cases=1)
     text = (root / "harness.yaml").read_text()
-    (root / "harness.yaml").write_text(
-        text + "".join(RELEASE.format(mode=m, args=ARGS.get(m, f'"{m}"')) for m in MODES)
+    releases = [RELEASE.format(mode=m, args=ARGS.get(m, f'"{m}"')) for m in MODES]
+    releases = [
+        r.replace("{infra_retries: 0}", "{max_attempts: 2, infra_retries: 0}")
+        if m in RETRIED
+        else r
+        for m, r in zip(MODES, releases, strict=True)
+    ]
+    (root / "harness.yaml").write_text(text + "".join(releases))
+    case = root / "cases" / "add-0" / "case.yaml"
+    case.write_text(
+        case.read_text() + "feedback: {public_command: [python3, -c, \"print('public')\"]}\n"
     )
     (root / "agent").mkdir()
     shutil.copy(ATTACK, root / "agent" / "mess_agent.py")
@@ -305,3 +316,28 @@ def test_a_hard_link_bomb_is_over_the_size_bound_on_both_backends_and_stops_earl
     assert local_rc == docker_rc == 1, seen  # the gate's "fail", not blocked
     for field in ("outcome", "failure_type", "reason"):
         assert docker[field] == local[field], (local, docker)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", sorted(RETRIED))
+def test_what_an_attempt_leaves_in_its_tree_is_never_the_next_sessions_failure(
+    project: Path, backend: str, mode: str
+) -> None:
+    """An outside red team (round fourteen) blocked the gate on the local backend from a
+    first attempt: ``chmod 000`` on the workspace (the next sessions could not enter it), or
+    the workspace filled to its tmpfs's brim (the next session's protocol folder, on the
+    same tmpfs, could not take the feedback). Both are the agent's own failure."""
+    # The verifier's disk is larger than the agent's: the filled tree is judged, and fed back.
+    case = project / "cases" / "add-0" / "case.yaml"
+    text = case.read_text().replace("version: 1", "version: 2")
+    text = text.replace(
+        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}",
+        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 128}",
+    )
+    case.write_text(text)
+    assert harness(project, "cases", "lock").returncode == 0
+    done = _run(project, f"mess-{mode}", backend)
+    _agents_fail(project, done)
+    store = Store(project / ".harness")
+    (rec,) = store.trials(store.resolve_run("latest"))
+    assert len(rec.attempts) == 2, rec  # the second attempt ran
