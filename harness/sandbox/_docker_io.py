@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import posixpath
 import tarfile
 import threading
 import time
@@ -83,8 +84,13 @@ def pack_tree(
     gid: int,
     *,
     locked: Mapping[str, int] | None = None,
+    escaping: list[tuple[str, str]] | None = None,
 ) -> bytes:
     """Tar host directory ``src`` as ``rel`` (parents included), owned by ``uid:gid``.
+
+    ``escaping``: where a relative symlink that climbs out of the archive's folder goes
+    instead of the archive, as ``(name, target)`` (the engine refuses such a member; the
+    caller makes the link itself). Without it such links are sent.
 
     ``locked``: entries (relative to ``src``) owned by root instead, with the given mode.
     A hard link is sent as a copy of its file, as the local backend's copy makes it: no
@@ -108,9 +114,19 @@ def pack_tree(
             if info.isreg():
                 with entry.open("rb") as fh:
                     tar.addfile(info, fh)
+            elif info.issym() and escaping is not None and _climbs_out(info):
+                escaping.append((info.name, info.linkname))
             elif info.isdir() or info.issym():
                 tar.addfile(info)
     return buf.getvalue()
+
+
+def _climbs_out(info: tarfile.TarInfo) -> bool:
+    """Tell whether a relative link's target leaves the folder the archive is put into."""
+    if info.linkname.startswith("/"):
+        return False
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(info.name), info.linkname))
+    return target == ".." or target.startswith("../")
 
 
 def pack_box(rel: PurePosixPath, uid: int, gid: int) -> bytes:

@@ -514,7 +514,11 @@ class DockerSession(CommandContainers):
         uid, gid = self._owner()
         files, folders = lock_plan("", locked)
         modes = {**{f: 0o644 for f in files}, **{d: 0o1777 for d in folders if d}}
-        self._put(_WS, pack_tree(src, rel, uid, gid, locked=modes), f"put_tree {src}")
+        links: list[tuple[str, str]] = []
+        data = pack_tree(src, rel, uid, gid, locked=modes, escaping=links)
+        self._put(_WS, data, f"put_tree {src}")
+        if links:
+            self._make_links(links, uid, gid)
         if not locked:
             return
         # the workspace itself and the folders down to ``dest`` are not the archive's own
@@ -529,6 +533,35 @@ class DockerSession(CommandContainers):
         if code != 0:
             raise SandboxUnavailableError(
                 f"docker: could not lock the workspace: {out!r:.300}", reason="transfer_failed"
+            )
+
+    def _make_links(self, links: list[tuple[str, str]], uid: int, gid: int) -> None:
+        """Make the links the engine refuses in an archive (a relative target climbing out).
+
+        Inside the sandbox they are links like any other: the tree's, as the agent left it.
+        A name or target that is no text cannot be passed to a command and is left out.
+        """
+        args: list[str] = []
+        for name, target in links:
+            try:
+                name.encode(), target.encode()
+            except UnicodeEncodeError:
+                continue
+            args += [target, str(PurePosixPath(_WS) / name)]
+        if not args:
+            return
+        script = (
+            'o=$1; shift; while [ $# -gt 1 ]; do ln -s -- "$1" "$2" && chown -h "$o" "$2" '
+            "|| exit 1; shift 2; done"
+        )
+        self._alive("links")
+        with docker_engine("making the tree's links", "transfer_failed"):
+            code, out = self._holder.exec_run(
+                ["sh", "-c", script, "sh", f"{uid}:{gid}", *args], user="0"
+            )
+        if code != 0:
+            raise SandboxUnavailableError(
+                f"docker: could not make the tree's links: {out!r:.300}", reason="transfer_failed"
             )
 
     def _put(self, at: str, data: bytes, what: str) -> None:

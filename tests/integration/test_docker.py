@@ -309,6 +309,35 @@ def test_close_and_prune_leave_no_labelled_objects(client: Any, volumes: DockerS
         leftover.close()
 
 
+@pytest.mark.docker
+@pytest.mark.integration
+@pytest.mark.parametrize("files", ["host", "volumes"])
+def test_a_tree_whose_links_climb_out_is_put_as_it_is(
+    client: Any, files: str, tmp_path: Path
+) -> None:
+    """An outside red team (round fifteen): a first attempt left ``lnk -> ../../../../etc/
+    passwd``; handing that candidate to the next attempt's session on engine volumes was
+    refused by the engine ("invalid symlink"): infra_error, a blocked gate. The links are
+    the agent's, inert on the host and links like any other inside the sandbox."""
+    src = tmp_path / "tree"
+    (src / "sub").mkdir(parents=True)
+    (src / "calc.py").write_text("X = 1\n")
+    os.symlink("../../../../etc/passwd", src / "up")
+    os.symlink("../../../x", src / "sub" / "up2")
+    os.symlink("calc.py", src / "in")
+    backend = DockerSandbox(client, run_id="pytest", files=files)
+    with backend.open(_contract(), label="pytest") as s:
+        s.put_tree(src)
+        out = s.exec(["sh", "-c", "readlink up sub/up2 in; stat -c %u up"])
+        assert out.ok, out
+        assert out.stdout.decode().split() == [
+            "../../../../etc/passwd",
+            "../../../x",
+            "calc.py",
+            "65534",
+        ]
+
+
 # -- sessions on host folders (a local engine) ------------------------------------------------
 def _mounted(path: Path) -> list[str]:
     """Mount points at or under ``path`` in this process's mount table."""
