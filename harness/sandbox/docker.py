@@ -181,7 +181,9 @@ class DockerSandbox:
         """Tell whether sessions keep their files in host tmpfs bound in (else volumes).
 
         ``auto`` asks :func:`~harness.sandbox._docker_host.engine_sees_host` (once per
-        engine); ``host`` requires it.
+        engine); ``host`` requires it. An engine that maps users (``userns-remap``, rootless)
+        never gets host folders: the uid a command runs as is not the host's, so the files
+        the harness hands over would not be the command's.
 
         Raises:
             SandboxUnavailableError: ``host`` was asked for and the engine cannot see it.
@@ -191,12 +193,16 @@ class DockerSandbox:
         if image_id is None:
             with docker_engine("image " + repr(self.default_image), "image_missing"):
                 image_id = str(self._client.images.get(self.default_image).id)
-        engine = str(self._engine_info().get("ID", ""))
-        seen = engine_sees_host(self._client, engine, image_id, self.base_dir)
+        info = self._engine_info()
+        options = " ".join(str(o) for o in info.get("SecurityOptions") or ())
+        mapped = "name=userns" in options or "name=rootless" in options
+        engine = str(info.get("ID", ""))
+        seen = not mapped and engine_sees_host(self._client, engine, image_id, self.base_dir)
         if not seen and self.files == "host":
             raise SandboxUnavailableError(
                 f"docker: {FILES_ENV}=host, but the engine cannot bind this host's folders "
-                "(a remote engine, another mount namespace, or the harness is not root)",
+                "(a remote engine, another mount namespace, an engine that maps users, "
+                "or the harness is not root)",
                 reason="create_failed",
             )
         return seen

@@ -399,6 +399,25 @@ def test_files_mode_is_checked(client: Any, monkeypatch: pytest.MonkeyPatch) -> 
         DockerSandbox(client).host_files("sha256:any")
 
 
+@pytest.mark.docker
+@pytest.mark.integration
+def test_an_engine_that_maps_users_keeps_files_in_volumes(client: Any) -> None:
+    """Under ``userns-remap`` (or rootless) the command's uid is not the host's: files the
+    harness hands to 65534 on the host would not be the command's."""
+    backend = DockerSandbox(client, files="auto")
+    assert backend.host_files()  # this engine maps nobody
+    info = dict(client.info())
+    info["SecurityOptions"] = [*info.get("SecurityOptions", []), "name=userns"]
+    backend._info = info  # what `docker info` says of a remapping engine
+    assert not backend.host_files()
+    with backend.open(_contract(), label="pytest") as s:
+        assert isinstance(s, DockerSession) and s.exec(["true"]).ok
+    strict = DockerSandbox(client, files="host")
+    strict._info = info
+    with pytest.raises(SandboxUnavailableError, match="maps users"):
+        strict.host_files()
+
+
 # -- per-case images --------------------------------------------------------------------------
 @pytest.mark.docker
 @pytest.mark.integration
