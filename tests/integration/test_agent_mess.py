@@ -121,6 +121,19 @@ def _run(project: Path, release: str, backend: str) -> subprocess.CompletedProce
     return done
 
 
+def _verifier_disk(project: Path, mb: int) -> None:
+    """Give the case's verifier ``mb`` MiB of disk (a new case version, locked)."""
+    case = project / "cases" / "add-0" / "case.yaml"
+    text = case.read_text().replace("version: 1", "version: 2")
+    text = text.replace(
+        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}",
+        f"verifier: {{timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: {mb}}}",
+    )
+    assert f"disk_mb: {mb}}}" in text
+    case.write_text(text)
+    assert harness(project, "cases", "lock").returncode == 0
+
+
 def _verdict(project: Path) -> dict[str, object]:
     store = Store(project / ".harness")
     (rec,) = store.trials(store.resolve_run("latest"))
@@ -196,14 +209,7 @@ def test_a_1200_deep_folder_is_the_candidates_fail_and_leaves_no_debris(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_disk_filled_to_its_quota_is_the_candidates_fail(project: Path, backend: str) -> None:
     # The verifier's disk is smaller than the agent's: the candidate fills it to the brim.
-    case = project / "cases" / "add-0" / "case.yaml"
-    text = case.read_text().replace("version: 1", "version: 2")
-    text = text.replace(
-        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}",
-        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 32}",
-    )
-    case.write_text(text)
-    assert harness(project, "cases", "lock").returncode == 0
+    _verifier_disk(project, 32)
     done = _run(project, "mess-disk", backend)
     verdict = _agents_fail(project, done)
     assert verdict["failure_type"] in ("disk", "test_failure"), verdict
@@ -328,14 +334,7 @@ def test_what_an_attempt_leaves_in_its_tree_is_never_the_next_sessions_failure(
     the workspace filled to its tmpfs's brim (the next session's protocol folder, on the
     same tmpfs, could not take the feedback). Both are the agent's own failure."""
     # The verifier's disk is larger than the agent's: the filled tree is judged, and fed back.
-    case = project / "cases" / "add-0" / "case.yaml"
-    text = case.read_text().replace("version: 1", "version: 2")
-    text = text.replace(
-        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 64}",
-        "verifier: {timeout_seconds: 30, memory_mb: 256, pids: 64, disk_mb: 128}",
-    )
-    case.write_text(text)
-    assert harness(project, "cases", "lock").returncode == 0
+    _verifier_disk(project, 128)
     done = _run(project, f"mess-{mode}", backend)
     _agents_fail(project, done)
     store = Store(project / ".harness")
