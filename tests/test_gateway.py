@@ -379,6 +379,43 @@ def test_one_concurrency_limit_per_upstream_shared_by_sessions(gateway: Gateway)
     assert max(u.upstream_wait_s for u in usages) >= 1.0
 
 
+def test_a_free_slot_goes_to_the_phase_holding_none_before_another_queued_call(
+    gateway: Gateway,
+) -> None:
+    """Phase a queues three calls on one slot; b's one call, asked after, is served second."""
+    script = Script(["ls"], fault="slow", slow_seconds=0.6)
+    with ScriptedUpstream(script) as up:
+        spec = upstream_spec(up, concurrency=1)
+        a, b = (gateway.open_session(name, spec, Limits()) for name in ("a", "b"))
+        done: list[str] = []
+        threads = [
+            threading.Thread(
+                target=lambda s=s, who=who: (
+                    _request(s.socket_path, s.token, _chat()),
+                    done.append(who),
+                )
+            )
+            for s, who in [(a, "a"), (a, "a"), (a, "a")]
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while not up.served and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # a's two other calls are queued by now
+        late = threading.Thread(
+            target=lambda: (_request(b.socket_path, b.token, _chat()), done.append("b"))
+        )
+        late.start()
+        for t in [*threads, late]:
+            t.join()
+        ua, ub = a.close(), b.close()
+    assert done == ["a", "b", "a", "a"], done
+    # b waited for a's call that held the slot; a waited behind b's and its own.
+    assert 0.2 < ub.slot_wait_s < 1.5, ub.slot_wait_s
+    assert ua.slot_wait_s < ub.slot_wait_s + 1.0
+
+
 def test_missing_key_variable_is_a_config_error(scripted: ScriptedUpstream) -> None:
     with pytest.raises(ConfigError, match=r"releases.cand.upstream.key_env.*SCRIPTED_KEY"):
         check_keys({"cand": upstream_spec(scripted)}, env={})

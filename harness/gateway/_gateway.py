@@ -39,6 +39,7 @@ from harness.gateway._reserve import (
 from harness.gateway._upstream import (
     Answer,
     ResponseTooLong,
+    SlotWaits,
     UpstreamClient,
     UpstreamFault,
     Usage,
@@ -187,6 +188,10 @@ class Session:
         self._meter = _Meter()
         self._lock = threading.Lock()
         self._settled_cv = threading.Condition(self._lock)
+        self.slot_waits = SlotWaits()
+        """The waits of this phase's calls for the run's shared upstream slots."""
+        self._queued: dict[int, float] = {}
+        self._client: UpstreamClient | None = None
         self.settled = threading.Event()
         """Set once the gateway has decided the trial (a fault, a budget): the phase may stop."""
         self.blobs: dict[str, bytes] = {}
@@ -201,6 +206,13 @@ class Session:
     # -- the calls ------------------------------------------------------------------------
     def handle(self, call: Call) -> Reply:
         """Answer one call that passed the wire checks."""
+        return self.serve(call)[0]
+
+    def serve(self, call: Call) -> tuple[Reply, float]:
+        """Answer one call; also return the seconds it waited for the run's shared slots."""
+        return self._serve(call), self._queued.pop(threading.get_ident(), 0.0)
+
+    def _serve(self, call: Call) -> Reply:
         if not hmac.compare_digest(call.token.encode(), self.token.encode()):
             return refusal(401, self._gw.token_problem(call.token), "token")
         try:
@@ -258,17 +270,19 @@ class Session:
             m.reserved += g.tokens
             m.in_flight += 1
             turn = m.turns
+        waiting = self.slot_waits.begin()
         try:
-            return self._forward(call, g, turn)
+            return self._forward(call, g, turn, waiting)
         finally:
+            self.slot_waits.end(waiting)
             with self._lock:
                 self._meter.reserved -= g.tokens
                 self._meter.in_flight -= 1
                 self._settled_cv.notify_all()
 
-    def _forward(self, call: Call, g: Grant, turn: int) -> Reply:
+    def _forward(self, call: Call, g: Grant, turn: int, waiting: int) -> Reply:
         try:
-            answer = self._answer(call.body, g.doc, turn)
+            answer = self._answer(call.body, g.doc, turn, waiting)
         except UpstreamFault as fault:
             with self._lock:
                 self._fault(str(fault))
@@ -335,9 +349,10 @@ class Session:
             return _BUDGET, f"budget exceeded: {why}", "budget"
         return None
 
-    def _answer(self, body: bytes, doc: dict[str, Any], turn: int) -> Answer:
+    def _answer(self, body: bytes, doc: dict[str, Any], turn: int, waiting: int) -> Answer:
         if self._replay is None:
-            return self._gw.client(self.upstream).call(doc, before_send=self._still_open)
+            client = self._client = self._gw.client(self.upstream)
+            return client.call(doc, lambda q: self._still_open(waiting, q), owner=self.label)
         key = request_key(body)
         if turn > len(self._replay) or self._replay[turn - 1].request_key != key:
             raise UpstreamFault(
@@ -350,11 +365,15 @@ class Session:
             raise ResponseTooLong(bound, rec.response, stream=rec.stream, wait_s=0.0)
         return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
 
-    def _still_open(self) -> None:
-        """Refuse to send a call whose phase ended while it waited for a slot (not paid)."""
+    def _still_open(self, waiting: int, starved: float) -> None:
+        """Refuse to send a call whose phase ended while it waited for a slot (not paid).
+
+        Otherwise note that the call's wait for the run's shared slots is over.
+        """
         with self._lock:
             if self._meter.closed:
                 raise _PhaseEnded
+        self._queued[threading.get_ident()] = self.slot_waits.sent(waiting, starved)
 
     def _metered(self, call: Call, answer: Answer, turn: int, g: Grant) -> Reply:
         usage = Usage(0, 0)
@@ -461,6 +480,7 @@ class Session:
     def usage(self) -> ModelUsage:
         """Return what was measured so far (the record of the phase once it is closed)."""
         price = self.upstream.price
+        starved = self._client.starved(self.label) if self._client is not None else 0.0
         with self._lock:
             m = self._meter
             cost = (
@@ -475,6 +495,7 @@ class Session:
                 output_tokens=m.output_tokens,
                 cost=round(cost, 9),
                 upstream_wait_s=round(union_seconds(m.waits), 6),
+                slot_wait_s=round(starved, 6),
                 calls=tuple(sorted(m.calls, key=lambda c: (c.turn == 0, c.turn))),
                 fault=m.fault,
                 budget=(

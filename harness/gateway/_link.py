@@ -50,7 +50,7 @@ from harness.gateway._http import (
     read_body,
     refusal,
 )
-from harness.gateway._upstream import call_bound
+from harness.gateway._upstream import SlotWaits, call_bound
 from harness.project import Upstream
 from harness.store.records import ModelUsage, TrialKey
 
@@ -69,6 +69,9 @@ LINK_REQUEST_SECONDS = 60.0
 bounded as every gateway server's (``PROCESS_CONNECTIONS``)."""
 _SETTLED = "X-Harness-Settled"
 """On a call's reply once the session has decided the trial: the worker stops the phase."""
+_QUEUED = "X-Harness-Queued"
+"""On a call's reply: seconds it waited for the run's shared upstream slots (see
+:class:`~harness.gateway._upstream.SlotWaits`)."""
 
 
 def session_label(key: TrialKey, attempt: int) -> str:
@@ -293,10 +296,11 @@ class LinkServer:
             session = self._sessions.get(sid)
         if session is None:
             return refusal(404, "gateway link: no such open session", "session"), False
-        reply = session.handle(Call(token=token, body=body))
+        reply, queued = session.serve(Call(token=token, body=body))
+        headers = {**reply.headers, _QUEUED: f"{queued:.6f}"}
         if session.settled.is_set():
-            reply = replace(reply, headers={**reply.headers, _SETTLED: "1"})
-        return reply, True
+            headers[_SETTLED] = "1"
+        return replace(reply, headers=headers), True
 
     def close_session(self, sid: str) -> Reply:
         """End a session: its measurements and transcript go back to the worker."""
@@ -358,6 +362,8 @@ class RemoteSession:
         self.blobs: dict[str, bytes] = {}
         self.settled = threading.Event()
         """Set once the coordinator's session has decided the trial (see :class:`Session`)."""
+        self.slot_waits = SlotWaits()
+        """The waits of this phase's calls for the run's shared slots (see :class:`Session`)."""
         self._auth = f"Bearer {link.secret}"
         self._fault: str | None = None
         retries = urllib3.Retry(
@@ -393,6 +399,13 @@ class RemoteSession:
         """Forward one call that passed the wire checks here; return the session's reply."""
         if self._fault is not None:
             return refusal(502, f"{self._fault} earlier in this phase", "link")
+        waiting = self.slot_waits.begin()
+        try:
+            return self._forward(call, waiting)
+        finally:
+            self.slot_waits.end(waiting)
+
+    def _forward(self, call: Call, waiting: int) -> Reply:
         try:
             # No read bound here: the coordinator bounds the upstream (response_seconds,
             # retries) and the agent phase's own timeout bounds the whole.
@@ -407,6 +420,8 @@ class RemoteSession:
             return self._broken(f"the coordinator at {self._url} is unreachable: {exc}")
         if resp.headers.get(_MARK) != "session":
             return self._broken(f"the coordinator did not answer the call: {_reason(resp)}")
+        with contextlib.suppress(ValueError):
+            self.slot_waits.sent(waiting, float(resp.headers.get(_QUEUED, "")))
         if resp.headers.get(_SETTLED) == "1":
             self.settled.set()
         ctype = resp.headers.get("Content-Type", "application/json")

@@ -29,11 +29,14 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
 from harness.errors import InfraError
+from harness.gateway._reserve import union_seconds
 from harness.project import Upstream
 
 __all__ = [
     "Answer",
+    "FairSlots",
     "ResponseTooLong",
+    "SlotWaits",
     "UpstreamClient",
     "UpstreamFault",
     "Usage",
@@ -60,7 +63,9 @@ class ResponseTooLong(Exception):
     ``response_seconds`` (not a fault of the provider, which was answering).
     """
 
-    def __init__(self, bound: float, body: bytes, *, stream: bool, wait_s: float) -> None:
+    def __init__(
+        self, bound: float, body: bytes, *, stream: bool, wait_s: float, queued_s: float = 0.0
+    ) -> None:
         super().__init__(f"the completion was still arriving after the {bound:g}s bound")
         self.bound = bound
         self.body = body
@@ -68,6 +73,8 @@ class ResponseTooLong(Exception):
         self.stream = stream
         self.wait_s = wait_s
         """Seconds from queueing the call to the cut."""
+        self.queued_s = queued_s
+        """Of which: seconds the phase was starved of slots by other phases' calls."""
 
 
 class _Cut(Exception):
@@ -95,6 +102,8 @@ class Answer:
     stream: bool
     wait_s: float
     """Seconds from queueing the call to the last byte, retries and backoff included."""
+    queued_s: float = 0.0
+    """Of which: seconds the phase was starved of slots by other phases' calls."""
 
 
 def _usage(doc: Any) -> Usage | None:
@@ -192,6 +201,145 @@ class _Rate:
         time.sleep(max(0.0, start - now))
 
 
+class FairSlots:
+    """The upstream's ``concurrency`` slots, shared fairly between the run's phases.
+
+    A free slot goes to the waiting phase (``owner``) that holds the fewest slots now, and
+    among those to the one served longest ago: a phase that keeps many calls queued takes
+    turns with the others and can never keep another phase's single call waiting for more
+    than the calls already running (a first-come semaphore let one trial starve another
+    until its timeout: a red team's way to fail the re-executed baseline).
+
+    A phase is *starved* while it has a call waiting and holds no slot: only other phases'
+    calls keep it waiting then. Waiting for a second slot while holding one is the phase's
+    own doing (it asked for more calls at once than the run shares) and is not starvation.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self._free = concurrency
+        self._held: dict[str, int] = {}
+        self._waiting: dict[str, int] = {}
+        self._served: dict[str, int] = {}
+        """When each owner was last given a slot (kept: a phase that lets go and asks again
+        is not new)."""
+        self._tick = 0
+        self._starved: dict[str, float] = {}
+        self._starved_since: dict[str, float] = {}
+        self._cv = threading.Condition()
+
+    def _next(self) -> str | None:
+        if not self._free or not self._waiting:
+            return None
+        return min(self._waiting, key=lambda o: (self._held.get(o, 0), self._served.get(o, -1)))
+
+    def _note(self) -> None:
+        """Open or close each owner's starved span after a change (lock held).
+
+        Starved: a call waiting, no slot held, and the next free slot is not its own (the
+        hand-over to a phase's next call is not starvation).
+        """
+        now = time.monotonic()
+        nxt = self._next()
+        for owner in {*self._waiting, *self._starved_since}:
+            starving = (
+                self._waiting.get(owner, 0) > 0 and not self._held.get(owner, 0) and nxt != owner
+            )
+            if starving and owner not in self._starved_since:
+                self._starved_since[owner] = now
+            elif not starving and owner in self._starved_since:
+                since = self._starved_since.pop(owner)
+                self._starved[owner] = self._starved.get(owner, 0.0) + now - since
+
+    def _starved_now(self, owner: str) -> float:
+        since = self._starved_since.get(owner)
+        extra = time.monotonic() - since if since is not None else 0.0
+        return self._starved.get(owner, 0.0) + extra
+
+    def starved(self, owner: str) -> float:
+        """Seconds ``owner`` has been starved so far (see the class docstring)."""
+        with self._cv:
+            return self._starved_now(owner)
+
+    def acquire(self, owner: str) -> float:
+        """Wait for a slot for ``owner``'s call; return the seconds it was starved meanwhile."""
+        with self._cv:
+            before = self._starved_now(owner)
+            self._waiting[owner] = self._waiting.get(owner, 0) + 1
+            self._note()
+            try:
+                while self._next() != owner:
+                    self._cv.wait()
+            finally:
+                self._waiting[owner] -= 1
+                if not self._waiting[owner]:
+                    del self._waiting[owner]
+                self._note()
+            self._free -= 1
+            self._held[owner] = self._held.get(owner, 0) + 1
+            self._note()
+            self._tick += 1
+            self._served[owner] = self._tick
+            self._cv.notify_all()  # another slot may still be free for another owner
+            return self._starved_now(owner) - before
+
+    def release(self, owner: str) -> None:
+        """Give back a slot ``owner`` held."""
+        with self._cv:
+            self._free += 1
+            self._held[owner] -= 1
+            if not self._held[owner]:
+                del self._held[owner]
+            self._note()
+            self._cv.notify_all()
+
+
+class SlotWaits:
+    """A phase's view of its calls' waits for the run's shared slots (thread-safe).
+
+    A call counts as waiting from :meth:`begin` until :meth:`sent` says how much of that
+    wait was starvation (:class:`FairSlots`), or until :meth:`end`. The agent phase's time
+    bound stops meanwhile; the gateway's count (``ModelUsage.slot_wait_s``) is the record.
+    """
+
+    def __init__(self) -> None:
+        self._done: list[tuple[float, float]] = []
+        self._open: dict[int, float] = {}
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def begin(self) -> int:
+        """Note a call that starts waiting now; return its handle."""
+        with self._lock:
+            self._n += 1
+            self._open[self._n] = time.monotonic()
+            return self._n
+
+    def sent(self, handle: int, queued_s: float | None = None) -> float:
+        """Note that the call left the queue (``queued_s`` after its begin, else now).
+
+        Returns the seconds it waited (0 once noted already).
+        """
+        now = time.monotonic()
+        with self._lock:
+            start = self._open.pop(handle, None)
+            if start is None:
+                return 0.0
+            end = now if queued_s is None else min(now, start + max(0.0, queued_s))
+            self._done.append((start, end))
+            return end - start
+
+    def end(self, handle: int) -> None:
+        """Note that the call is over; if it never left the queue it waited all along."""
+        self.sent(handle)
+
+    def seconds(self) -> float:
+        """Seconds during which at least one call waited, until now."""
+        now = time.monotonic()
+        with self._lock:
+            spans = [*self._done, *((t, now) for t in self._open.values())]
+        return union_seconds(spans)
+
+
 class UpstreamClient:
     """Calls one upstream with its key, under its shared concurrency and rate limit."""
 
@@ -216,14 +364,22 @@ class UpstreamClient:
         self._pool = urllib3.PoolManager(
             num_pools=2, maxsize=spec.concurrency, block=False, retries=retries
         )
-        self._slots = threading.BoundedSemaphore(spec.concurrency)
+        self._slots = FairSlots(spec.concurrency)
         self._rate = _Rate(spec.requests_per_minute)
 
-    def call(self, doc: dict[str, Any], before_send: Callable[[], None] | None = None) -> Answer:
+    def call(
+        self,
+        doc: dict[str, Any],
+        before_send: Callable[[float], None] | None = None,
+        *,
+        owner: str = "",
+    ) -> Answer:
         """Forward one chat-completions request; return the whole response.
 
-        ``before_send`` runs once the call holds its slot, right before it is sent: an
-        exception it raises propagates and nothing is sent.
+        ``before_send`` runs once the call holds its slot, right before it is sent, with the
+        seconds the phase was starved of slots meanwhile: an exception it raises propagates
+        and nothing is sent. ``owner`` names the phase the call is for: slots are shared
+        fairly between owners (:class:`FairSlots`).
 
         The response bound runs from the moment the call is sent (after its slot and the
         rate limit, which other calls decide).
@@ -243,21 +399,32 @@ class UpstreamClient:
         body = json.dumps(doc).encode()
         bound = self.spec.response_seconds
         t0 = time.monotonic()
-        with self._slots:
+        queued = self._slots.acquire(owner)
+        try:
             self._rate.wait()
             if before_send is not None:
-                before_send()
+                before_send(queued)
             try:
                 status, data = self._send(body, bound)
             except _Cut as cut:
                 wait = time.monotonic() - t0
-                raise ResponseTooLong(bound, cut.body, stream=stream, wait_s=wait) from None
+                raise ResponseTooLong(
+                    bound, cut.body, stream=stream, wait_s=wait, queued_s=queued
+                ) from None
+        finally:
+            self._slots.release(owner)
         wait = time.monotonic() - t0
         if status in _RETRY_STATUS:
             raise UpstreamFault(f"upstream answered {status} after {self.spec.retries} retries")
         if status >= 300 and status not in _AGENT_STATUS:
             raise UpstreamFault(f"upstream answered {status}: {data[:200]!r}")
-        return Answer(status=status, body=data, stream=stream and status < 300, wait_s=wait)
+        return Answer(
+            status=status,
+            body=data,
+            stream=stream and status < 300,
+            wait_s=wait,
+            queued_s=queued,
+        )
 
     def _send(self, body: bytes, bound: float) -> tuple[int, bytes]:
         headers = {
@@ -295,6 +462,10 @@ class UpstreamClient:
         except Urllib3Error as exc:
             raise _fault(exc, bound, answering=answering) from None
         return resp.status, b"".join(chunks)
+
+    def starved(self, owner: str) -> float:
+        """Seconds ``owner``'s calls were kept waiting by other phases' (:class:`FairSlots`)."""
+        return self._slots.starved(owner)
 
     def close(self) -> None:
         """Close pooled connections."""

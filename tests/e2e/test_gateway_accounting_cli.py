@@ -74,6 +74,27 @@ AGENT = textwrap.dedent(
         for t in ts:
             t.join()
         fix()
+    elif mode == "share" and os.environ["HARNESS_TRIAL"] == "0":  # keeps 3 calls queued 12 s
+        t0 = time.monotonic()
+        def hog(i):
+            while time.monotonic() - t0 < 12:
+                ask(i)
+        for i in range(3):
+            threading.Thread(target=hog, args=(i,), daemon=True).start()
+        fix()
+        time.sleep(12)
+        os._exit(0)
+    elif mode == "selfqueue":  # always a call of its own waiting for the one slot; no fix
+        def loop(i):
+            while True:
+                ask(i)
+        for i in range(3):
+            threading.Thread(target=loop, args=(i,), daemon=True).start()
+        time.sleep(600)
+    elif mode == "share":     # trial 1: one call, then the fix
+        time.sleep(1)
+        ask(0)
+        fix()
     elif mode == "overlap":   # three overlapping slow calls, then 12 s of its own work
         for t in together(3):
             t.join()
@@ -89,10 +110,15 @@ def _project(
     mode: str,
     case_extra: str = "",
     response_seconds: float = 120,
+    *,
+    timeout: int = 90,
+    concurrency: int = 20,
 ) -> Path:
     root = make_project(tmp_path / "proj", n_cases=1)
     case = root / "cases" / "add-0" / "case.yaml"
-    text = case.read_text().replace("agent: {timeout_seconds: 30,", "agent: {timeout_seconds: 90,")
+    text = case.read_text().replace(
+        "agent: {timeout_seconds: 30,", f"agent: {{timeout_seconds: {timeout},"
+    )
     case.write_text(text + case_extra)
     (root / "hostile.py").write_text(AGENT)
     with (root / "harness.yaml").open("a") as fh:
@@ -107,7 +133,7 @@ def _project(
       key_env: HGW_ACC_KEY
       price: {{input_per_mtok: 1.0, output_per_mtok: 2.0}}
       retries: 0
-      concurrency: 20
+      concurrency: {concurrency}
       response_seconds: {response_seconds:g}
 """
         )
@@ -116,6 +142,12 @@ def _project(
 
 
 def _run(root: Path, backend: str = "local", *extra: str) -> tuple[Any, float]:
+    trials, elapsed = _run_all(root, backend, *extra)
+    (trial,) = trials
+    return trial, elapsed
+
+
+def _run_all(root: Path, backend: str = "local", *extra: str) -> tuple[list[Any], float]:
     t0 = time.monotonic()
     done = harness(
         root, "run", "--release", "hostile", "--k", "1", "--no-report", "--backend", backend,
@@ -126,8 +158,7 @@ def _run(root: Path, backend: str = "local", *extra: str) -> tuple[Any, float]:
     assert extra or "Traceback" not in done.stderr, done.stderr
     shown = harness(root, "show", "--json")
     assert shown.returncode == 0, shown.stderr
-    (trial,) = json.loads(shown.stdout)["trials"]
-    return trial, elapsed
+    return json.loads(shown.stdout)["trials"], elapsed
 
 
 @pytest.fixture
@@ -241,6 +272,36 @@ def test_overlapping_waits_count_once_against_the_wall_clock_limit(tmp_path, up)
     assert 8.0 <= model["upstream_wait_s"] < 14.0, model["upstream_wait_s"]
     verdict = trial["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
+
+
+@pytest.mark.parametrize("executor", [(), ("--executor", "dask")], ids=["threads", "dask"])
+def test_a_trial_keeping_calls_queued_cannot_starve_another_into_its_timeout(
+    tmp_path, up, executor
+) -> None:
+    """The red team's way to fail the re-executed baseline: under ``--jobs 2`` and one shared
+    slot, trial 0 keeps three slow calls queued for 12 s; trial 1's single call must get the
+    next free slot, and the seconds it waited for it are not its time (its timeout is 8 s)."""
+    up.script.fault, up.script.slow_seconds = "slow", 2.0
+    root = _project(tmp_path, up, "share", timeout=8, concurrency=1)
+    trials, _ = _run_all(root, "local", "--k", "2", "--jobs", "2", *executor)
+    (starved,) = [t for t in trials if t["key"]["trial"] == 1]
+    verdict = starved["verdict"]
+    assert verdict["outcome"] == "pass", verdict
+    model = starved["attempts"][-1]["model"]
+    assert model["turns"] == 1 and 0.5 < model["slot_wait_s"] < 4.0, model
+
+
+def test_calls_queued_behind_the_agents_own_are_its_time_never_infra(tmp_path, up) -> None:
+    """Alone on one slot, an agent keeping three calls queued is never starved: when its
+    phase runs out, it is the agent's timeout (not a wait the run's other trials caused)."""
+    up.script.fault, up.script.slow_seconds = "slow", 1.0
+    root = _project(tmp_path, up, "selfqueue", timeout=4, concurrency=1)
+    trial, elapsed = _run(root)
+    verdict = trial["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
+    model = trial["attempts"][-1]["model"]
+    assert model["slot_wait_s"] == 0.0 and model["turns"] >= 3, model
+    assert elapsed < 60, elapsed
 
 
 def test_work_done_while_a_call_is_pending_counts_against_the_wall_clock_limit(
