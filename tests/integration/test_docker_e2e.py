@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 
 import pytest
 from support import harness, make_project
@@ -47,15 +48,22 @@ def _verdicts(root, backend: str, release: str) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("release", ["good", "bad", "learner"])
-def test_same_verdicts_on_docker_and_local(docker_engine, tmp_path, release):
-    root = make_project(tmp_path / "proj", n_cases=2)
+@pytest.fixture(scope="module")
+def built(docker_engine, tmp_path_factory) -> Path:
+    """A two-case project with its case images built (one build for the releases below)."""
+    root = make_project(tmp_path_factory.mktemp("parity") / "proj", n_cases=2)
     assert harness(root, "cases", "lock").returncode == 0
     built = harness(root, "images", "build")
     assert built.returncode == 0, built.stderr
     assert built.stdout.count("sha256:") == 2
     again = harness(root, "images", "build")
     assert again.stdout == built.stdout, "rebuilding with unchanged inputs is a no-op"
+    return root
+
+
+@pytest.mark.parametrize("release", ["good", "bad", "learner"])
+def test_same_verdicts_on_docker_and_local(built, release):
+    root = built
     local = _verdicts(root, "local", release)
     docker = _verdicts(root, "docker", release)
     assert docker == local

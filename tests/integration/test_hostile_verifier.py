@@ -855,56 +855,52 @@ def test_tests_decorated_by_the_standard_library_pass_and_a_forged_wrapper_does_
     assert t["attempts"][0]["tampering"], t["attempts"][0]
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        _append(STDLIB_NAMED_HOOK),
-        _append(REWRITE_LATER_TEST),
-        _append(STUB_FINDER),
-        EARLY_PROBE,
-        _append(SWAP_MODULE),
-        _append(CLASS_SWAP),
-        _append(UNITTEST_NOOP),
-        _append(TEST_GLOBALS),
-        _append(FORGE_STREAM),
-        _append(MEM_FORGE),
-        _append(ITEM_SWAP),
-        _append(ITEM_RUNTEST),
-        _append(HEAP_FROM_A_THREAD),
-    ],
-    ids=[
-        "hook",
-        "rewrite",
-        "stub_finder",
-        "early_probe",
-        "swap_module",
-        "class_swap",
-        "unittest_noop",
-        "test_globals",
-        "forge_stream",
-        "mem_forge",
-        "item_swap",
-        "item_runtest",
-        "heap_from_a_thread",
-    ],
-)
-def test_in_process_attacks_under_trusted_names_never_pass(tmp_path, backend, body):
-    root = _project(tmp_path / "p", {"evil": body, "honest": FIX}, LATE)
+# The red team's in-process attacks under trusted names, judged under a case whose hidden
+# test sorts last (``LATE``): one project per backend holds them all as releases (one image
+# build, one honest control), each attack one run of its own.
+IN_PROCESS = {
+    "hook": _append(STDLIB_NAMED_HOOK),
+    "rewrite": _append(REWRITE_LATER_TEST),
+    "stub_finder": _append(STUB_FINDER),
+    "early_probe": EARLY_PROBE,
+    "swap_module": _append(SWAP_MODULE),
+    "class_swap": _append(CLASS_SWAP),
+    "unittest_noop": _append(UNITTEST_NOOP),
+    "test_globals": _append(TEST_GLOBALS),
+    "forge_stream": _append(FORGE_STREAM),
+    "mem_forge": _append(MEM_FORGE),
+    "item_swap": _append(ITEM_SWAP),
+    "item_runtest": _append(ITEM_RUNTEST),
+    "heap_from_a_thread": _append(HEAP_FROM_A_THREAD),
+    "signal_frames": _append(FRAME_FROM_A_SIGNAL),
+}
+
+
+@pytest.fixture(scope="module")
+def late_project(tmp_path_factory, backend) -> Path:
+    root = _project(tmp_path_factory.mktemp(f"late-{backend}"), {**IN_PROCESS, "honest": FIX}, LATE)
     if backend == "docker":
-        assert harness(root, "images", "build").returncode == 0
-    honest = _run(root, "honest", backend)
+        built = harness(root, "images", "build")
+        assert built.returncode == 0, built.stdout + built.stderr
+    return root
+
+
+def test_an_honest_fix_passes_under_the_late_hidden_test(late_project, backend):
+    honest = _run(late_project, "honest", backend)
     assert honest["verdict"]["outcome"] == "pass", honest["verdict"]
-    t = _run(root, "evil", backend)
+    assert honest["attempts"][0]["tampering"] == [], honest["attempts"][0]
+
+
+@pytest.mark.parametrize("release", sorted(set(IN_PROCESS) - {"signal_frames"}))
+def test_in_process_attacks_under_trusted_names_never_pass(late_project, backend, release):
+    t = _run(late_project, release, backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
     assert t["attempts"][0]["tampering"], t["attempts"][0]
 
 
-def test_no_signal_handler_reaches_the_guards_frames(tmp_path, backend):
+def test_no_signal_handler_reaches_the_guards_frames(late_project, backend):
     """The red team's timer-signal forgery: refused (no handler can be installed), so fail."""
-    root = _project(tmp_path / "p", {"evil": _append(FRAME_FROM_A_SIGNAL)}, LATE)
-    if backend == "docker":
-        assert harness(root, "images", "build").returncode == 0
-    t = _run(root, "evil", backend)
+    t = _run(late_project, "signal_frames", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
 
 
