@@ -16,7 +16,9 @@ names the mechanism:
 * ``long-path``: 20 nested folders of 250-byte names and a file (a path over PATH_MAX);
 * ``hard-links MB N``: the fix, then one file of MB MiB and N hard links to it (free on the
   agent's disk, N x MB MiB for every step that reads the tree path by path): the one mode
-  that fixes the bug, so only the candidate's size bound can fail it.
+  that fixes the bug, so only the candidate's size bound can fail it;
+* ``small-files N``: N files of one byte (within the candidate's byte bound, a block each
+  on the verifier's disk).
 """
 
 import os
@@ -113,6 +115,14 @@ def main():
             fh.write(b"\1" * (int(sys.argv[2]) << 20))
         for i in range(int(sys.argv[3])):
             os.link(big, os.path.join(WS, f"big{i}.bin"))
+        submit()
+    elif mode == "small-files":
+        # sys.argv[2] files of one byte: a few KiB of content, a block each once copied.
+        calc("# nothing here")
+        os.mkdir(os.path.join(WS, "many"))
+        for i in range(int(sys.argv[2])):
+            with open(os.path.join(WS, "many", f"{i:05d}"), "wb") as fh:
+                fh.write(b"\1")
         submit()
     elif mode == "chmod-root":
         # The workspace's own folder made unreadable: the candidate's root travels into

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 ATTACK = Path(__file__).resolve().parent.parent / "attacks" / "mess_agent.py"
 MODES = ("fifo-result", "sparse-result", "fifo-junit", "deep", "disk", "exit127", "outside-link")
-MODES += ("fifo-link", "long-path", "hard-links", "chmod-root", "fill")
+MODES += ("fifo-link", "long-path", "hard-links", "chmod-root", "fill", "small-files")
 
 RELEASE = """\
   mess-{mode}:
@@ -41,8 +41,10 @@ RELEASE = """\
 
 # hard-links: 4 MiB and 4,000 links to it, 16 GiB read path by path, against a 64 MiB bound.
 ARGS = {"disk": '"disk", "32"', "hard-links": '"hard-links", "4", "4000"'}
+ARGS["small-files"] = '"small-files", "3000"'
+
 # Modes that leave their mark on a later attempt: two attempts, feedback from a command.
-RETRIED = {"chmod-root", "fill"}
+RETRIED = {"chmod-root", "fill", "small-files"}
 
 BACKENDS = [
     pytest.param("local", id="local"),
@@ -325,7 +327,7 @@ def test_a_hard_link_bomb_is_over_the_size_bound_on_both_backends_and_stops_earl
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("mode", sorted(RETRIED))
+@pytest.mark.parametrize("mode", sorted(RETRIED - {"small-files"}))
 def test_what_an_attempt_leaves_in_its_tree_is_never_the_next_sessions_failure(
     project: Path, backend: str, mode: str
 ) -> None:
@@ -340,3 +342,19 @@ def test_what_an_attempt_leaves_in_its_tree_is_never_the_next_sessions_failure(
     store = Store(project / ".harness")
     (rec,) = store.trials(store.resolve_run("latest"))
     assert len(rec.attempts) == 2, rec  # the second attempt ran
+
+
+def test_a_candidate_that_fits_its_byte_bound_but_not_the_verifiers_disk_ends_the_loop(
+    project: Path,
+) -> None:
+    """3,000 one-byte files pass the candidate's byte bound but take a block each on the
+    verifier's 4 MiB disk, so the verifier's copy overflows: the candidate's ``disk`` fail,
+    and the correction loop stops there (nothing to hand on), never an infrastructure
+    error."""
+    _verifier_disk(project, 4)
+    done = _run(project, "mess-small-files", "local")
+    assert done.returncode == 1, done.stdout + done.stderr
+    store = Store(project / ".harness")
+    (rec,) = store.trials(store.resolve_run("latest"))
+    assert (rec.verdict.outcome.value, rec.verdict.failure_type.value) == ("fail", "disk")
+    assert rec.stop_reason == "candidate_too_large" and len(rec.attempts) == 1, rec
