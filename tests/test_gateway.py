@@ -340,7 +340,8 @@ def test_another_model_name_is_refused(gateway: Gateway, scripted: ScriptedUpstr
 def test_tokens_are_per_trial_and_die_with_the_phase(
     gateway: Gateway, scripted: ScriptedUpstream
 ) -> None:
-    spec = upstream_spec(scripted)
+    spec = upstream_spec(scripted, concurrency=2)  # two phases at once: a slot each
+    gateway.trials_at_once = 2
     a = gateway.open_session("a", spec, Limits())
     b = gateway.open_session("b", spec, Limits())
     status, doc = _request(b.socket_path, a.token, _chat())
@@ -356,64 +357,78 @@ def test_tokens_are_per_trial_and_die_with_the_phase(
         _request(a.socket_path, a.token, _chat())
 
 
-def test_one_concurrency_limit_per_upstream_shared_by_sessions(gateway: Gateway) -> None:
+def test_one_concurrency_limit_per_upstream_leased_to_phases(gateway: Gateway) -> None:
+    """Three phases on one slot: each opens once the one before has closed (the wait is
+    before its agent starts, never an upstream wait of its own)."""
     script = Script(["ls"], fault="slow", slow_seconds=0.5)
     with ScriptedUpstream(script) as up:
         spec = upstream_spec(up, concurrency=1)
-        sessions = [gateway.open_session(f"t{i}", spec, Limits()) for i in range(3)]
         statuses: list[int] = []
-        threads = [
-            threading.Thread(
-                target=lambda s=s: statuses.append(_request(s.socket_path, s.token, _chat())[0])
-            )
-            for s in sessions
-        ]
+        usages = []
+
+        def phase(i: int) -> None:
+            with gateway.open_session(f"t{i}", spec, Limits()) as s:
+                statuses.append(_request(s.socket_path, s.token, _chat())[0])
+            usages.append(s.usage())
+
+        threads = [threading.Thread(target=phase, args=(i,)) for i in range(3)]
+        t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        usages = [s.close() for s in sessions]
+        elapsed = time.monotonic() - t0
     assert statuses == [200, 200, 200]
-    assert up.max_inflight == 1
-    # Queueing behind the shared limit is upstream wait, recorded per phase.
-    assert max(u.upstream_wait_s for u in usages) >= 1.0
+    assert up.max_inflight == 1 and elapsed >= 1.5
+    assert max(u.upstream_wait_s for u in usages) < 1.4
 
 
-def test_a_free_slot_goes_to_the_phase_holding_none_before_another_queued_call(
-    gateway: Gateway,
-) -> None:
-    """Phase a queues three calls on one slot; b's one call, asked after, is served second."""
-    script = Script(["ls"], fault="slow", slow_seconds=0.6)
-    with ScriptedUpstream(script) as up:
-        spec = upstream_spec(up, concurrency=1)
-        a, b = (gateway.open_session(name, spec, Limits()) for name in ("a", "b"))
-        done: list[str] = []
+def test_a_phases_calls_never_wait_behind_another_phases() -> None:
+    """Two trials at once on two slots: phase a keeps three slow calls going on its one
+    slot; phase b's call, asked after, goes out at once on its own."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY}, trials_at_once=2)
+    script = Script(["ls"], fault="slow", slow_seconds=1.0)
+    with gw.serving(), ScriptedUpstream(script) as up:
+        spec = upstream_spec(up, concurrency=2)
+        a, b = (gw.open_session(name, spec, Limits()) for name in ("a", "b"))
         threads = [
-            threading.Thread(
-                target=lambda s=s, who=who: (
-                    _request(s.socket_path, s.token, _chat()),
-                    done.append(who),
-                )
-            )
-            for s, who in [(a, "a"), (a, "a"), (a, "a")]
+            threading.Thread(target=_request, args=(a.socket_path, a.token, _chat()))
+            for _ in range(3)
         ]
         for t in threads:
             t.start()
         deadline = time.monotonic() + 10
         while not up.served and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(0.2)  # a's two other calls are queued by now
-        late = threading.Thread(
-            target=lambda: (_request(b.socket_path, b.token, _chat()), done.append("b"))
-        )
-        late.start()
-        for t in [*threads, late]:
+        t0 = time.monotonic()
+        assert _request(b.socket_path, b.token, _chat())[0] == 200
+        b_took = time.monotonic() - t0
+        for t in threads:
             t.join()
-        ua, ub = a.close(), b.close()
-    assert done == ["a", "b", "a", "a"], done
-    # b waited for a's call that held the slot; a waited behind b's and its own.
-    assert 0.2 < ub.slot_wait_s < 1.5, ub.slot_wait_s
-    assert ua.slot_wait_s < ub.slot_wait_s + 1.0
+        a.close()
+        b.close()
+    assert up.max_inflight == 2
+    assert b_took < 1.9, b_took  # one slow answer (1 s), not a's queue (3 s)
+
+
+def test_a_phase_opens_once_its_lease_is_free() -> None:
+    """One slot, two trials at once: the second phase opens when the first closes."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY}, trials_at_once=2)
+    with gw.serving(), ScriptedUpstream(Script(["ls"])) as up:
+        spec = upstream_spec(up, concurrency=1)
+        first = gw.open_session("a", spec, Limits())
+        opened = threading.Event()
+
+        def second() -> None:
+            gw.open_session("b", spec, Limits()).close()
+            opened.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        assert not opened.wait(0.5)
+        first.close()
+        assert opened.wait(10)
+        t.join()
 
 
 def test_missing_key_variable_is_a_config_error(scripted: ScriptedUpstream) -> None:

@@ -31,7 +31,7 @@ _UP = Upstream(
 
 @pytest.fixture
 def gateway() -> Iterator[Gateway]:
-    gw = Gateway(keys={"K": "sk-x"})
+    gw = Gateway(keys={"K": "sk-x"}, trials_at_once=4)  # a slot of _UP's four per phase
     with gw.serving():
         yield gw
 

@@ -12,6 +12,7 @@ overspending: the agent asked for more than the release allows one call.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
 import secrets
@@ -38,8 +39,8 @@ from harness.gateway._reserve import (
 )
 from harness.gateway._upstream import (
     Answer,
+    Lease,
     ResponseTooLong,
-    SlotWaits,
     UpstreamClient,
     UpstreamFault,
     Usage,
@@ -188,14 +189,15 @@ class Session:
         self._meter = _Meter()
         self._lock = threading.Lock()
         self._settled_cv = threading.Condition(self._lock)
-        self.slot_waits = SlotWaits()
-        """The waits of this phase's calls for the run's shared upstream slots."""
-        self._queued: dict[int, float] = {}
-        self._client: UpstreamClient | None = None
         self.settled = threading.Event()
         """Set once the gateway has decided the trial (a fault, a budget): the phase may stop."""
         self.blobs: dict[str, bytes] = {}
         self.socket_path = os.path.join(gateway.socket_dir, secrets.token_hex(6) + ".sock")
+        self._lease: Lease | None = None
+        if replay is None:
+            # The phase's own upstream slots, taken before its agent starts (see Leases).
+            with contextlib.suppress(UpstreamFault):  # no key: its first call says so
+                self._lease = gateway.client(upstream).leases.take(label)
         self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)] if listen else []
         self.url: str | None = None
         """``http://127.0.0.1:<port>`` when opened with ``tcp=True`` (tests, benchmarks)."""
@@ -206,13 +208,6 @@ class Session:
     # -- the calls ------------------------------------------------------------------------
     def handle(self, call: Call) -> Reply:
         """Answer one call that passed the wire checks."""
-        return self.serve(call)[0]
-
-    def serve(self, call: Call) -> tuple[Reply, float]:
-        """Answer one call; also return the seconds it waited for the run's shared slots."""
-        return self._serve(call), self._queued.pop(threading.get_ident(), 0.0)
-
-    def _serve(self, call: Call) -> Reply:
         if not hmac.compare_digest(call.token.encode(), self.token.encode()):
             return refusal(401, self._gw.token_problem(call.token), "token")
         try:
@@ -270,19 +265,17 @@ class Session:
             m.reserved += g.tokens
             m.in_flight += 1
             turn = m.turns
-        waiting = self.slot_waits.begin()
         try:
-            return self._forward(call, g, turn, waiting)
+            return self._forward(call, g, turn)
         finally:
-            self.slot_waits.end(waiting)
             with self._lock:
                 self._meter.reserved -= g.tokens
                 self._meter.in_flight -= 1
                 self._settled_cv.notify_all()
 
-    def _forward(self, call: Call, g: Grant, turn: int, waiting: int) -> Reply:
+    def _forward(self, call: Call, g: Grant, turn: int) -> Reply:
         try:
-            answer = self._answer(call.body, g.doc, turn, waiting)
+            answer = self._answer(call.body, g.doc, turn)
         except UpstreamFault as fault:
             with self._lock:
                 self._fault(str(fault))
@@ -349,10 +342,12 @@ class Session:
             return _BUDGET, f"budget exceeded: {why}", "budget"
         return None
 
-    def _answer(self, body: bytes, doc: dict[str, Any], turn: int, waiting: int) -> Answer:
+    def _answer(self, body: bytes, doc: dict[str, Any], turn: int) -> Answer:
         if self._replay is None:
-            client = self._client = self._gw.client(self.upstream)
-            return client.call(doc, lambda q: self._still_open(waiting, q), owner=self.label)
+            client = self._gw.client(self.upstream)
+            if self._lease is None:  # its key was set after the phase opened
+                raise UpstreamFault("the phase holds no upstream slots")
+            return client.call(doc, before_send=self._still_open, lease=self._lease)
         key = request_key(body)
         if turn > len(self._replay) or self._replay[turn - 1].request_key != key:
             raise UpstreamFault(
@@ -365,15 +360,11 @@ class Session:
             raise ResponseTooLong(bound, rec.response, stream=rec.stream, wait_s=0.0)
         return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
 
-    def _still_open(self, waiting: int, starved: float) -> None:
-        """Refuse to send a call whose phase ended while it waited for a slot (not paid).
-
-        Otherwise note that the call's wait for the run's shared slots is over.
-        """
+    def _still_open(self) -> None:
+        """Refuse to send a call whose phase ended while it waited for a slot (not paid)."""
         with self._lock:
             if self._meter.closed:
                 raise _PhaseEnded
-        self._queued[threading.get_ident()] = self.slot_waits.sent(waiting, starved)
 
     def _metered(self, call: Call, answer: Answer, turn: int, g: Grant) -> Reply:
         usage = Usage(0, 0)
@@ -480,7 +471,6 @@ class Session:
     def usage(self) -> ModelUsage:
         """Return what was measured so far (the record of the phase once it is closed)."""
         price = self.upstream.price
-        starved = self._client.starved(self.label) if self._client is not None else 0.0
         with self._lock:
             m = self._meter
             cost = (
@@ -495,7 +485,6 @@ class Session:
                 output_tokens=m.output_tokens,
                 cost=round(cost, 9),
                 upstream_wait_s=round(union_seconds(m.waits), 6),
-                slot_wait_s=round(starved, 6),
                 calls=tuple(sorted(m.calls, key=lambda c: (c.turn == 0, c.turn))),
                 fault=m.fault,
                 budget=(
@@ -524,6 +513,9 @@ class Session:
         with self._lock:
             if not self._settled_cv.wait_for(lambda: self._meter.in_flight == 0, bound):
                 self._fault(f"calls still in flight {bound:g}s after the agent phase ended")
+            lease, self._lease = self._lease, None
+        if lease is not None:
+            self._gw.client(self.upstream).leases.give_back(lease)
         return self.usage()
 
     def __enter__(self) -> Session:
@@ -542,7 +534,11 @@ class Gateway:
         keys: Mapping[str, str] | None = None,
         replay_only: bool = False,
         replay_arms: Collection[str] = (),
+        trials_at_once: int = 1,
     ) -> None:
+        self.trials_at_once = max(1, trials_at_once)
+        """How many trials run at once: each agent phase holds ``concurrency`` divided by it
+        of an upstream's slots (at least one) while it is open (see ``Leases``)."""
         self.replay_only = replay_only
         """Model replay: every session is served from recorded calls, never the upstream."""
         self.replay_arms = frozenset(replay_arms)
@@ -575,7 +571,11 @@ class Gateway:
         return self._link.address
 
     def client(self, upstream: Upstream) -> UpstreamClient:
-        """Return the one client (and so the one concurrency/rate limit) of ``upstream``."""
+        """Return the one client (and so the one concurrency/rate limit) of ``upstream``.
+
+        Raises:
+            UpstreamFault: the key variable of ``upstream`` is not set.
+        """
         ident = digest_json(upstream.model_dump(mode="json"))
         with self._lock:
             client = self._clients.get(ident)
@@ -583,7 +583,9 @@ class Gateway:
                 key = (os.environ if self._keys is None else self._keys).get(upstream.key_env)
                 if not key:
                     raise UpstreamFault(f"environment variable {upstream.key_env} is not set")
-                client = self._clients[ident] = UpstreamClient(upstream, key)
+                client = self._clients[ident] = UpstreamClient(
+                    upstream, key, trials_at_once=self.trials_at_once
+                )
             return client
 
     def add_replay(self, label: str, calls: list[RecordedCall], source: str) -> None:

@@ -50,7 +50,7 @@ from harness.gateway._http import (
     read_body,
     refusal,
 )
-from harness.gateway._upstream import SlotWaits, call_bound
+from harness.gateway._upstream import call_bound
 from harness.project import Upstream
 from harness.store.records import ModelUsage, TrialKey
 
@@ -69,9 +69,6 @@ LINK_REQUEST_SECONDS = 60.0
 bounded as every gateway server's (``PROCESS_CONNECTIONS``)."""
 _SETTLED = "X-Harness-Settled"
 """On a call's reply once the session has decided the trial: the worker stops the phase."""
-_QUEUED = "X-Harness-Queued"
-"""On a call's reply: seconds it waited for the run's shared upstream slots (see
-:class:`~harness.gateway._upstream.SlotWaits`)."""
 
 
 def session_label(key: TrialKey, attempt: int) -> str:
@@ -277,16 +274,18 @@ class LinkServer:
             )
         label = session_label(req.key, req.attempt)
         upstream, limits = found
+        with self._lock:
+            # A phase opened again supersedes the earlier session: Dask reruns the task of
+            # a worker lost mid-trial elsewhere, and the lost one's token must not live on
+            # (closed first: its upstream lease is the new session's to take).
+            stale = [s for s, old in self._sessions.items() if old.label == label]
+            superseded = [self._sessions.pop(s) for s in stale]
+        for old in superseded:
+            old.close()
         session = self._gw.open_session(label, upstream, limits, listen=False)
         sid = secrets.token_urlsafe(16)
         with self._lock:
-            # A phase opened again supersedes the earlier session: Dask reruns the task of
-            # a worker lost mid-trial elsewhere, and the lost one's token must not live on.
-            stale = [s for s, old in self._sessions.items() if old.label == label]
-            superseded = [self._sessions.pop(s) for s in stale]
             self._sessions[sid] = session
-        for old in superseded:
-            old.close()
         opened = _Opened(session=sid, token=session.token)
         return Reply(status=200, body=opened.model_dump_json().encode())
 
@@ -296,11 +295,10 @@ class LinkServer:
             session = self._sessions.get(sid)
         if session is None:
             return refusal(404, "gateway link: no such open session", "session"), False
-        reply, queued = session.serve(Call(token=token, body=body))
-        headers = {**reply.headers, _QUEUED: f"{queued:.6f}"}
+        reply = session.handle(Call(token=token, body=body))
         if session.settled.is_set():
-            headers[_SETTLED] = "1"
-        return replace(reply, headers=headers), True
+            reply = replace(reply, headers={**reply.headers, _SETTLED: "1"})
+        return reply, True
 
     def close_session(self, sid: str) -> Reply:
         """End a session: its measurements and transcript go back to the worker."""
@@ -362,8 +360,6 @@ class RemoteSession:
         self.blobs: dict[str, bytes] = {}
         self.settled = threading.Event()
         """Set once the coordinator's session has decided the trial (see :class:`Session`)."""
-        self.slot_waits = SlotWaits()
-        """The waits of this phase's calls for the run's shared slots (see :class:`Session`)."""
         self._auth = f"Bearer {link.secret}"
         self._fault: str | None = None
         retries = urllib3.Retry(
@@ -372,7 +368,9 @@ class RemoteSession:
         self._pool = urllib3.connection_from_url(link.url, maxsize=4, block=False, retries=retries)
         self._url = link.url
         req = _Open(key=key, attempt=attempt)
-        opened = _parsed(_Opened, self._post("open", req.model_dump_json().encode()))
+        # No read bound: the coordinator answers once the phase's upstream lease is free,
+        # which the run's other phases decide (each bounded by its own timeout).
+        opened = _parsed(_Opened, self._post("open", req.model_dump_json().encode(), read=None))
         self._sid = opened.session
         self.token = opened.token
         self._dir = tempfile.mkdtemp(prefix="hgw-")
@@ -380,7 +378,7 @@ class RemoteSession:
         self.socket_path = os.path.join(self._dir, "gateway.sock")
         self._endpoint = Endpoint(self.handle, unix_path=self.socket_path)
 
-    def _post(self, op: str, body: bytes, read: float = 120.0) -> bytes:
+    def _post(self, op: str, body: bytes, read: float | None = 120.0) -> bytes:
         try:
             resp = self._pool.urlopen(
                 "POST",
@@ -399,13 +397,6 @@ class RemoteSession:
         """Forward one call that passed the wire checks here; return the session's reply."""
         if self._fault is not None:
             return refusal(502, f"{self._fault} earlier in this phase", "link")
-        waiting = self.slot_waits.begin()
-        try:
-            return self._forward(call, waiting)
-        finally:
-            self.slot_waits.end(waiting)
-
-    def _forward(self, call: Call, waiting: int) -> Reply:
         try:
             # No read bound here: the coordinator bounds the upstream (response_seconds,
             # retries) and the agent phase's own timeout bounds the whole.
@@ -420,8 +411,6 @@ class RemoteSession:
             return self._broken(f"the coordinator at {self._url} is unreachable: {exc}")
         if resp.headers.get(_MARK) != "session":
             return self._broken(f"the coordinator did not answer the call: {_reason(resp)}")
-        with contextlib.suppress(ValueError):
-            self.slot_waits.sent(waiting, float(resp.headers.get(_QUEUED, "")))
         if resp.headers.get(_SETTLED) == "1":
             self.settled.set()
         ctype = resp.headers.get("Content-Type", "application/json")

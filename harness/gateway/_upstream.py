@@ -29,14 +29,13 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
 from harness.errors import InfraError
-from harness.gateway._reserve import union_seconds
 from harness.project import Upstream
 
 __all__ = [
     "Answer",
-    "FairSlots",
+    "Lease",
+    "Leases",
     "ResponseTooLong",
-    "SlotWaits",
     "UpstreamClient",
     "UpstreamFault",
     "Usage",
@@ -63,9 +62,7 @@ class ResponseTooLong(Exception):
     ``response_seconds`` (not a fault of the provider, which was answering).
     """
 
-    def __init__(
-        self, bound: float, body: bytes, *, stream: bool, wait_s: float, queued_s: float = 0.0
-    ) -> None:
+    def __init__(self, bound: float, body: bytes, *, stream: bool, wait_s: float) -> None:
         super().__init__(f"the completion was still arriving after the {bound:g}s bound")
         self.bound = bound
         self.body = body
@@ -73,8 +70,6 @@ class ResponseTooLong(Exception):
         self.stream = stream
         self.wait_s = wait_s
         """Seconds from queueing the call to the cut."""
-        self.queued_s = queued_s
-        """Of which: seconds the phase was starved of slots by other phases' calls."""
 
 
 class _Cut(Exception):
@@ -102,8 +97,6 @@ class Answer:
     stream: bool
     wait_s: float
     """Seconds from queueing the call to the last byte, retries and backoff included."""
-    queued_s: float = 0.0
-    """Of which: seconds the phase was starved of slots by other phases' calls."""
 
 
 def _usage(doc: Any) -> Usage | None:
@@ -201,149 +194,73 @@ class _Rate:
         time.sleep(max(0.0, start - now))
 
 
-class FairSlots:
-    """The upstream's ``concurrency`` slots, shared fairly between the run's phases.
+class Lease:
+    """The upstream slots one agent phase holds for itself while it is open.
 
-    A free slot goes to the waiting phase (``owner``) that holds the fewest slots now, and
-    among those to the one served longest ago: a phase that keeps many calls queued takes
-    turns with the others and can never keep another phase's single call waiting for more
-    than the calls already running (a first-come semaphore let one trial starve another
-    until its timeout: a red team's way to fail the re-executed baseline).
-
-    A phase is *starved* while it has a call waiting and holds no slot: only other phases'
-    calls keep it waiting then. Waiting for a second slot while holding one is the phase's
-    own doing (it asked for more calls at once than the run shares) and is not starvation.
+    ``share`` slots and a ``share``/``concurrency`` part of the rate limit: the phase's
+    calls wait only behind its own, never behind another trial's.
     """
 
-    def __init__(self, concurrency: int) -> None:
+    def __init__(self, owner: str, share: int, per_minute: float | None, concurrency: int):
+        self.owner = owner
+        self.share = share
+        self.slots = threading.BoundedSemaphore(share)
+        self.rate = _Rate(per_minute * share / concurrency if per_minute else None)
+        self.wait_s = 0.0
+        """Seconds the phase waited for its lease before it started (not the agent's)."""
+
+
+class Leases:
+    """The run's ``concurrency`` slots, leased ``share`` at a time to open agent phases.
+
+    A phase takes its lease when it opens, before its agent starts (waiting then is not the
+    agent's time), and gives it back when it closes: trials running at once never share a
+    slot, so what one trial does with the model endpoint cannot slow another's calls (a
+    shared first-come semaphore let one trial starve another into its timeout; slots
+    shared fairly still made a trial's speed depend on the others'). Leases are granted in
+    the order phases asked for them.
+    """
+
+    def __init__(self, concurrency: int, share: int, per_minute: float | None) -> None:
+        self.concurrency = concurrency
+        self.share = max(1, min(share, concurrency))
+        self._per_minute = per_minute
         self._free = concurrency
-        self._held: dict[str, int] = {}
-        self._waiting: dict[str, int] = {}
-        self._served: dict[str, int] = {}
-        """When each owner was last given a slot (kept: a phase that lets go and asks again
-        is not new)."""
-        self._tick = 0
-        self._starved: dict[str, float] = {}
-        self._starved_since: dict[str, float] = {}
+        self._queue: list[object] = []
         self._cv = threading.Condition()
 
-    def _next(self) -> str | None:
-        if not self._free or not self._waiting:
-            return None
-        return min(self._waiting, key=lambda o: (self._held.get(o, 0), self._served.get(o, -1)))
-
-    def _note(self) -> None:
-        """Open or close each owner's starved span after a change (lock held).
-
-        Starved: a call waiting, no slot held, and the next free slot is not its own (the
-        hand-over to a phase's next call is not starvation).
-        """
-        now = time.monotonic()
-        nxt = self._next()
-        for owner in {*self._waiting, *self._starved_since}:
-            starving = (
-                self._waiting.get(owner, 0) > 0 and not self._held.get(owner, 0) and nxt != owner
-            )
-            if starving and owner not in self._starved_since:
-                self._starved_since[owner] = now
-            elif not starving and owner in self._starved_since:
-                since = self._starved_since.pop(owner)
-                self._starved[owner] = self._starved.get(owner, 0.0) + now - since
-
-    def _starved_now(self, owner: str) -> float:
-        since = self._starved_since.get(owner)
-        extra = time.monotonic() - since if since is not None else 0.0
-        return self._starved.get(owner, 0.0) + extra
-
-    def starved(self, owner: str) -> float:
-        """Seconds ``owner`` has been starved so far (see the class docstring)."""
+    def take(self, owner: str) -> Lease:
+        """Wait until ``share`` slots are free, in turn; return them as ``owner``'s lease."""
+        t0 = time.monotonic()
+        turn = object()
         with self._cv:
-            return self._starved_now(owner)
-
-    def acquire(self, owner: str) -> float:
-        """Wait for a slot for ``owner``'s call; return the seconds it was starved meanwhile."""
-        with self._cv:
-            before = self._starved_now(owner)
-            self._waiting[owner] = self._waiting.get(owner, 0) + 1
-            self._note()
+            self._queue.append(turn)
             try:
-                while self._next() != owner:
+                while self._queue[0] is not turn or self._free < self.share:
                     self._cv.wait()
             finally:
-                self._waiting[owner] -= 1
-                if not self._waiting[owner]:
-                    del self._waiting[owner]
-                self._note()
-            self._free -= 1
-            self._held[owner] = self._held.get(owner, 0) + 1
-            self._note()
-            self._tick += 1
-            self._served[owner] = self._tick
-            self._cv.notify_all()  # another slot may still be free for another owner
-            return self._starved_now(owner) - before
+                self._queue.remove(turn)
+                self._cv.notify_all()
+            self._free -= self.share
+        lease = Lease(owner, self.share, self._per_minute, self.concurrency)
+        lease.wait_s = time.monotonic() - t0
+        return lease
 
-    def release(self, owner: str) -> None:
-        """Give back a slot ``owner`` held."""
+    def give_back(self, lease: Lease) -> None:
+        """Return ``lease``'s slots (once its calls are over)."""
         with self._cv:
-            self._free += 1
-            self._held[owner] -= 1
-            if not self._held[owner]:
-                del self._held[owner]
-            self._note()
+            self._free += lease.share
             self._cv.notify_all()
 
 
-class SlotWaits:
-    """A phase's view of its calls' waits for the run's shared slots (thread-safe).
-
-    A call counts as waiting from :meth:`begin` until :meth:`sent` says how much of that
-    wait was starvation (:class:`FairSlots`), or until :meth:`end`. The agent phase's time
-    bound stops meanwhile; the gateway's count (``ModelUsage.slot_wait_s``) is the record.
-    """
-
-    def __init__(self) -> None:
-        self._done: list[tuple[float, float]] = []
-        self._open: dict[int, float] = {}
-        self._n = 0
-        self._lock = threading.Lock()
-
-    def begin(self) -> int:
-        """Note a call that starts waiting now; return its handle."""
-        with self._lock:
-            self._n += 1
-            self._open[self._n] = time.monotonic()
-            return self._n
-
-    def sent(self, handle: int, queued_s: float | None = None) -> float:
-        """Note that the call left the queue (``queued_s`` after its begin, else now).
-
-        Returns the seconds it waited (0 once noted already).
-        """
-        now = time.monotonic()
-        with self._lock:
-            start = self._open.pop(handle, None)
-            if start is None:
-                return 0.0
-            end = now if queued_s is None else min(now, start + max(0.0, queued_s))
-            self._done.append((start, end))
-            return end - start
-
-    def end(self, handle: int) -> None:
-        """Note that the call is over; if it never left the queue it waited all along."""
-        self.sent(handle)
-
-    def seconds(self) -> float:
-        """Seconds during which at least one call waited, until now."""
-        now = time.monotonic()
-        with self._lock:
-            spans = [*self._done, *((t, now) for t in self._open.values())]
-        return union_seconds(spans)
-
-
 class UpstreamClient:
-    """Calls one upstream with its key, under its shared concurrency and rate limit."""
+    """Calls one upstream with its key; its concurrency and rate limit leased to phases."""
 
-    def __init__(self, spec: Upstream, key: str) -> None:
+    def __init__(self, spec: Upstream, key: str, *, trials_at_once: int = 1) -> None:
+        """Build the client; each phase's lease is ``concurrency // trials_at_once`` slots.
+
+        ``trials_at_once``: how many trials the run runs at once (a lease is at least one).
+        """
         self.spec = spec
         self._key = key
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
@@ -364,25 +281,23 @@ class UpstreamClient:
         self._pool = urllib3.PoolManager(
             num_pools=2, maxsize=spec.concurrency, block=False, retries=retries
         )
-        self._slots = FairSlots(spec.concurrency)
-        self._rate = _Rate(spec.requests_per_minute)
+        share = spec.concurrency // max(1, trials_at_once)
+        self.leases = Leases(spec.concurrency, share, spec.requests_per_minute)
 
     def call(
         self,
         doc: dict[str, Any],
-        before_send: Callable[[float], None] | None = None,
+        before_send: Callable[[], None] | None = None,
         *,
-        owner: str = "",
+        lease: Lease,
     ) -> Answer:
         """Forward one chat-completions request; return the whole response.
 
-        ``before_send`` runs once the call holds its slot, right before it is sent, with the
-        seconds the phase was starved of slots meanwhile: an exception it raises propagates
-        and nothing is sent. ``owner`` names the phase the call is for: slots are shared
-        fairly between owners (:class:`FairSlots`).
+        ``before_send`` runs once the call holds a slot of the phase's ``lease``, right
+        before it is sent: an exception it raises propagates and nothing is sent.
 
         The response bound runs from the moment the call is sent (after its slot and the
-        rate limit, which other calls decide).
+        rate limit, which the phase's own other calls decide).
 
         Raises:
             UpstreamFault: refused connection, 5xx/429 after retries, no answer within the
@@ -399,32 +314,21 @@ class UpstreamClient:
         body = json.dumps(doc).encode()
         bound = self.spec.response_seconds
         t0 = time.monotonic()
-        queued = self._slots.acquire(owner)
-        try:
-            self._rate.wait()
+        with lease.slots:
+            lease.rate.wait()
             if before_send is not None:
-                before_send(queued)
+                before_send()
             try:
                 status, data = self._send(body, bound)
             except _Cut as cut:
                 wait = time.monotonic() - t0
-                raise ResponseTooLong(
-                    bound, cut.body, stream=stream, wait_s=wait, queued_s=queued
-                ) from None
-        finally:
-            self._slots.release(owner)
+                raise ResponseTooLong(bound, cut.body, stream=stream, wait_s=wait) from None
         wait = time.monotonic() - t0
         if status in _RETRY_STATUS:
             raise UpstreamFault(f"upstream answered {status} after {self.spec.retries} retries")
         if status >= 300 and status not in _AGENT_STATUS:
             raise UpstreamFault(f"upstream answered {status}: {data[:200]!r}")
-        return Answer(
-            status=status,
-            body=data,
-            stream=stream and status < 300,
-            wait_s=wait,
-            queued_s=queued,
-        )
+        return Answer(status=status, body=data, stream=stream and status < 300, wait_s=wait)
 
     def _send(self, body: bytes, bound: float) -> tuple[int, bytes]:
         headers = {
@@ -462,10 +366,6 @@ class UpstreamClient:
         except Urllib3Error as exc:
             raise _fault(exc, bound, answering=answering) from None
         return resp.status, b"".join(chunks)
-
-    def starved(self, owner: str) -> float:
-        """Seconds ``owner``'s calls were kept waiting by other phases' (:class:`FairSlots`)."""
-        return self._slots.starved(owner)
 
     def close(self) -> None:
         """Close pooled connections."""

@@ -179,9 +179,6 @@ class ModelUsage(_Frozen):
     """From the release's price table, in its currency units."""
     upstream_wait_s: float = 0.0
     """Seconds spent waiting on the upstream (queueing, retries and backoff included)."""
-    slot_wait_s: float = 0.0
-    """Of which: seconds the phase's calls waited for the run's shared upstream slots while
-    it held none (other trials' calls held them): never the agent's time."""
     calls: tuple[ModelCall, ...] = ()
     """The transcript: every call with its request and response blobs."""
     fault: str | None = None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
-from harness.cases.model import MAX_SECONDS, PhaseContract, Verifier
+from harness.cases.model import PhaseContract, Verifier
 from harness.env.plan import phase_view
 from harness.errors import (
     BudgetExceededError,
@@ -38,12 +37,10 @@ from harness.project import AGENT_DIR
 from harness.sandbox.base import (
     DROP_BOX,
     SANDBOX_WORKSPACE,
-    Bound,
     ExecResult,
     Sandbox,
     SandboxSession,
     SealedView,
-    Termination,
     ViewMount,
     split_start,
     start_checked,
@@ -170,9 +167,8 @@ def agent_phase(
         return _run_agent(ctx, attempt, base, feedback, out, contract, timeout, None)
     rec = None
     try:
-        # Time waiting on the upstream is not the agent's: the judge subtracts the recorded
-        # wait from the wall-clock budget, and the contract's timeout stops while the phase
-        # is starved of the run's shared upstream slots (see _stop_when_settled).
+        # Time waiting on the upstream is not the agent's: the contract's timeout stays the
+        # hard bound and the judge subtracts the recorded wait from the wall-clock budget.
         rec = _run_agent(
             ctx, attempt, base, feedback, out, contract, contract.timeout_seconds, session
         )
@@ -187,8 +183,6 @@ def agent_phase(
         ctx.partial.setdefault(attempt, {})["model"] = usage
     if usage.fault is not None:
         raise InfraError(usage.fault, reason="upstream")
-    if rec is not None and rec[1] is not None:
-        _starved_past_grace(rec[1], usage.slot_wait_s, contract.timeout_seconds, session)
     if usage.budget is not None:
         raise BudgetExceededError(usage.budget, kind="model_calls")
     if rec is None:
@@ -231,10 +225,6 @@ def _run_agent(
     case = ctx.lc.case
     with ctx.clock.step("workspace"):
         view = _agent_view(ctx, session)
-    hard = timeout
-    if session is not None:  # the bound that stops while the phase is starved of slots
-        hard = _with_grace(timeout)
-        contract = contract.model_copy(update={"timeout_seconds": hard})
     with ctx.sandbox.open(
         contract,
         label=phase_label(ctx, "agent", attempt),
@@ -268,11 +258,8 @@ def _run_agent(
             # The relay's address is known inside the sandbox only (HARNESS_ENDPOINT).
             argv = ("/bin/sh", "-c", _WITH_BASE_URL, "agent", *argv)
             env.update(OPENAI_API_KEY=session.token, HARNESS_MODEL=session.upstream.model)
-        with _stop_when_settled(session, s, timeout) as stop:
-            res = s.exec(argv, env=env, timeout=hard)
-        if stop.deadline and res.termination is not Termination.EXIT:
-            bound = Bound(kind=Termination.WALL_CLOCK, limit=timeout, observed=res.duration_s)
-            res = res.model_copy(update={"termination": Termination.WALL_CLOCK, "bound": bound})
+        with _stop_when_settled(session, s):
+            res = s.exec(argv, env=env, timeout=timeout)
         result_file = s.read_file(f"{s.paths.io}/result.json", limit=_RESULT_LIMIT)
         overflow = None
         try:
@@ -292,74 +279,30 @@ def _run_agent(
         return record, res, result_file, overflow
 
 
-def _with_grace(timeout: float) -> float:
-    """Return the sandbox's bound for a gateway phase: its timeout and as much again."""
-    return min(MAX_SECONDS, 2 * timeout)
-
-
-@dataclass
-class _Stop:
-    deadline: bool = False
-    """The phase's own time reached its timeout (the starved waits left out)."""
-
-
-def _starved_past_grace(
-    res: ExecResult, starved: float, timeout: float, session: Session | RemoteSession
-) -> None:
-    """Tell a phase the run's other trials kept past its bound from the agent's timeout.
-
-    The sandbox's bound is the timeout and as much again; when it fired, the phase was
-    starved of upstream slots so long that its own time (the gateway's count of the starved
-    seconds left out) never reached the timeout: not the agent's doing.
-
-    Raises:
-        InfraError: so starved (the run's ``--jobs`` outgrew the upstream's concurrency).
-    """
-    if res.termination is not Termination.WALL_CLOCK or res.bound is None:
-        return
-    if res.bound.limit <= timeout or res.duration_s - starved >= timeout:
-        return
-    raise InfraError(
-        f"the agent phase waited {starved:.1f}s for the upstream's shared slots while other "
-        f"trials' calls held them (concurrency {session.upstream.concurrency}), past what its "
-        f"{timeout:g}s timeout allows: lower --jobs or raise the upstream's concurrency",
-        reason="upstream",
-    )
-
-
 @contextmanager
 def _stop_when_settled(
-    session: Session | RemoteSession | None, sandbox: SandboxSession, timeout: float
-) -> Iterator[_Stop]:
-    """Kill the agent's command once the gateway decided the trial or its time ran out.
+    session: Session | RemoteSession | None, sandbox: SandboxSession
+) -> Iterator[None]:
+    """Kill the agent's command once the gateway has decided the trial (budget, fault).
 
-    The gateway decides a trial with a budget or a fault; nothing the agent does after
-    that can change the verdict, and running on to the timeout would only waste the
-    phase's time. The gateway's verdict stays the trial's. The phase's own time leaves out
-    the seconds it was starved of the run's shared upstream slots (other trials' calls held
-    them: not the agent's doing); the sandbox's bound is longer (:func:`_with_grace`).
+    Nothing the agent does after that can change the verdict: running on to the timeout
+    would only waste the phase's time. The gateway's verdict stays the trial's.
     """
-    stop = _Stop()
     if session is None:
-        yield stop
+        yield
         return
     done = threading.Event()
-    t0 = time.monotonic()
 
     def watch() -> None:
         while not done.is_set():
             if session.settled.wait(_SETTLED_POLL):
                 sandbox.interrupt()
                 return
-            if time.monotonic() - t0 - session.slot_waits.seconds() >= timeout:
-                stop.deadline = True
-                sandbox.interrupt()
-                return
 
     watcher = threading.Thread(target=watch, name="gateway-settled", daemon=True)
     watcher.start()
     try:
-        yield stop
+        yield
     finally:
         done.set()
         watcher.join()

@@ -281,22 +281,21 @@ def test_overlapping_waits_count_once_against_the_wall_clock_limit(tmp_path, up)
 def test_a_trial_keeping_calls_queued_cannot_starve_another_into_its_timeout(
     tmp_path, up, executor
 ) -> None:
-    """The red team's way to fail the re-executed baseline: under ``--jobs 2`` and one shared
-    slot, trial 0 keeps three slow calls queued for 12 s; trial 1's single call must get the
-    next free slot, and the seconds it waited for it are not its time (its timeout is 8 s)."""
+    """The red team's way to fail the re-executed baseline: under ``--jobs 2`` and one
+    slot, trial 0 keeps three slow calls queued for 12 s; trial 1 (timeout 8 s) must not
+    wait for them on its clock: its agent starts once it holds the slot of its own."""
     up.script.fault, up.script.slow_seconds = "slow", 2.0
     root = _project(tmp_path, up, "share", timeout=8, concurrency=1)
     trials, _ = _run_all(root, "local", "--k", "2", "--jobs", "2", *executor)
-    (starved,) = [t for t in trials if t["key"]["trial"] == 1]
-    verdict = starved["verdict"]
+    (second,) = [t for t in trials if t["key"]["trial"] == 1]
+    verdict = second["verdict"]
     assert verdict["outcome"] == "pass", verdict
-    model = starved["attempts"][-1]["model"]
-    assert model["turns"] == 1 and 0.5 < model["slot_wait_s"] < 4.0, model
+    attempt = second["attempts"][-1]
+    assert attempt["model"]["turns"] == 1 and attempt["agent"]["duration_s"] < 7.0, attempt
 
 
 def test_a_phase_that_never_waited_for_a_slot_stops_at_its_timeout(tmp_path, up) -> None:
-    """The clock that stops for starved calls is the hard bound otherwise: an agent that
-    sleeps after one call is stopped at its 4 s timeout, not at the sandbox's longer bound."""
+    """An agent that sleeps after one call is stopped at its 4 s timeout."""
     root = _project(tmp_path, up, "sleepy", timeout=4, concurrency=1)
     trial, _ = _run(root)
     verdict = trial["verdict"]
@@ -306,16 +305,15 @@ def test_a_phase_that_never_waited_for_a_slot_stops_at_its_timeout(tmp_path, up)
 
 
 def test_calls_queued_behind_the_agents_own_are_its_time_never_infra(tmp_path, up) -> None:
-    """Alone on one slot, an agent keeping three calls queued is never starved: when its
-    phase runs out, it is the agent's timeout (not a wait the run's other trials caused)."""
+    """On its one slot, an agent keeping three calls queued waits behind its own: its
+    timeout, at the time the case allows."""
     up.script.fault, up.script.slow_seconds = "slow", 1.0
     root = _project(tmp_path, up, "selfqueue", timeout=4, concurrency=1)
-    trial, elapsed = _run(root)
+    trial, _ = _run(root)
     verdict = trial["verdict"]
     assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
-    model = trial["attempts"][-1]["model"]
-    assert model["slot_wait_s"] == 0.0 and model["turns"] >= 3, model
-    assert elapsed < 60, elapsed
+    attempt = trial["attempts"][-1]
+    assert attempt["model"]["turns"] >= 3 and attempt["agent"]["duration_s"] < 6.5, attempt
 
 
 def test_work_done_while_a_call_is_pending_counts_against_the_wall_clock_limit(
