@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -203,9 +203,39 @@ class Upstream(FrozenInput):
     retries: int = Field(default=2, ge=0, le=5)
     """Retries of a refused connection, a 429 or a 5xx, with exponential backoff."""
     concurrency: int = Field(default=4, ge=1, le=256)
-    """Calls in flight to this upstream at once, shared by every trial of the run."""
+    """Calls in flight to this upstream at once, for the whole run."""
     requests_per_minute: float | None = Field(default=None, gt=0)
-    """Rate limit of calls to this upstream, shared by every trial of the run."""
+    """Rate limit of calls to this upstream, for the whole run."""
+    trial_concurrency: int | None = Field(default=None, ge=1, le=256)
+    """Calls in flight at once for one agent phase: its lease of ``concurrency`` (and its
+    share of ``requests_per_minute``), held from before its agent starts to its end, whatever
+    ``--jobs`` is. Default: all of ``concurrency`` (one phase at a time calls this upstream);
+    ``concurrency // trial_concurrency`` phases call it at once."""
+
+    @model_validator(mode="after")
+    def _trial_share_fits(self) -> Upstream:
+        if self.trial_concurrency is not None and self.trial_concurrency > self.concurrency:
+            raise ValueError(
+                f"trial_concurrency ({self.trial_concurrency}) must not exceed concurrency "
+                f"({self.concurrency})"
+            )
+        return self
+
+    @property
+    def trial_share(self) -> int:
+        """Slots one agent phase leases (``trial_concurrency``, else ``concurrency``)."""
+        return self.trial_concurrency or self.concurrency
+
+    def identity(self) -> dict[str, Any]:
+        """Return the upstream as configured, for the system's digest.
+
+        An unset ``trial_concurrency`` is left out: systems stored before it existed keep
+        their digests.
+        """
+        doc = self.model_dump(mode="json")
+        if doc["trial_concurrency"] is None:
+            del doc["trial_concurrency"]
+        return doc
 
 
 class Release(FrozenInput):
@@ -338,9 +368,7 @@ class Project(BaseModel):
             task_set_digest=task_set_digest,
             harness_version=harness_version,
             # The key's name is configuration; its value never enters a record.
-            upstream=(
-                release.upstream.model_dump(mode="json") if release.upstream is not None else None
-            ),
+            upstream=release.upstream.identity() if release.upstream is not None else None,
             agent_files=self.agent_file_digests(name, release) if release.agent.files else None,
         )
 

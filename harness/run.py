@@ -79,7 +79,6 @@ def model_gateway(
     executor: str = "local",
     baselines_dir: Path | None = None,
     scheduler: str | None = None,
-    trials_at_once: int = 1,
 ) -> Iterator[object | None]:
     """Serve the run's model gateway while trials run (nothing when no arm calls a model).
 
@@ -90,8 +89,7 @@ def model_gateway(
     (:func:`harness.replay.replay_scope`); the candidate then calls its upstream live.
     Checked before the first trial: the key variable of every arm that calls its upstream
     live is set. Under ``--executor dask`` the gateway also serves its link to the
-    workers, on the local address that routes to ``scheduler``. Each agent phase holds
-    ``concurrency // trials_at_once`` of its upstream's slots (at least one) while open.
+    workers, on the local address that routes to ``scheduler``.
 
     Raises:
         ConfigError: a key variable is unset, or the scheduler's address is unusable.
@@ -111,7 +109,7 @@ def model_gateway(
     replayed = replay_scope(source, plan.record.baseline)
     live = {a.name: a.release.upstream for a in plan.arms if a.arm not in replayed}
     check_keys({name: up for name, up in live.items() if up is not None})
-    gateway = Gateway(replay_arms={a.value for a in replayed}, trials_at_once=trials_at_once)
+    gateway = Gateway(replay_arms={a.value for a in replayed})
     if source is not None:
         if source.startswith(BASELINE_REPLAY) and baselines_dir is not None:
             name = source.removeprefix(BASELINE_REPLAY)
@@ -296,7 +294,6 @@ def run_release(
             executor=request.executor,
             baselines_dir=project.baselines_dir,
             scheduler=request.scheduler,
-            trials_at_once=_trials_at_once(request),
         )
     )
     try:
@@ -344,15 +341,6 @@ def run_release(
             reason="report_write",
         ) from exc
     return RunOutcome(handle.run_id, decision, reports)
-
-
-def _trials_at_once(request: RunRequest) -> int:
-    """How many trials the executor runs at once (``--jobs``, else its default)."""
-    if request.jobs is not None:
-        return request.jobs
-    if request.executor == "dask" and request.scheduler is None:
-        return 2  # the local cluster's workers
-    return os.cpu_count() or 1
 
 
 def _preflight(project: Project, plan: PlannedRun, obs: RunObserver, jobs: int) -> None:

@@ -340,8 +340,7 @@ def test_another_model_name_is_refused(gateway: Gateway, scripted: ScriptedUpstr
 def test_tokens_are_per_trial_and_die_with_the_phase(
     gateway: Gateway, scripted: ScriptedUpstream
 ) -> None:
-    spec = upstream_spec(scripted, concurrency=2)  # two phases at once: a slot each
-    gateway.trials_at_once = 2
+    spec = upstream_spec(scripted, concurrency=2, trial_concurrency=1)  # a slot each
     a = gateway.open_session("a", spec, Limits())
     b = gateway.open_session("b", spec, Limits())
     status, doc = _request(b.socket_path, a.token, _chat())
@@ -384,12 +383,12 @@ def test_one_concurrency_limit_per_upstream_leased_to_phases(gateway: Gateway) -
 
 
 def test_a_phases_calls_never_wait_behind_another_phases() -> None:
-    """Two trials at once on two slots: phase a keeps three slow calls going on its one
-    slot; phase b's call, asked after, goes out at once on its own."""
-    gw = Gateway(keys={"SCRIPTED_KEY": KEY}, trials_at_once=2)
+    """Two slots, one per phase: phase a keeps three slow calls going on its one slot;
+    phase b's call, asked after, goes out at once on its own."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
     script = Script(["ls"], fault="slow", slow_seconds=1.0)
     with gw.serving(), ScriptedUpstream(script) as up:
-        spec = upstream_spec(up, concurrency=2)
+        spec = upstream_spec(up, concurrency=2, trial_concurrency=1)
         a, b = (gw.open_session(name, spec, Limits()) for name in ("a", "b"))
         threads = [
             threading.Thread(target=_request, args=(a.socket_path, a.token, _chat()))
@@ -412,8 +411,8 @@ def test_a_phases_calls_never_wait_behind_another_phases() -> None:
 
 
 def test_a_phase_opens_once_its_lease_is_free() -> None:
-    """One slot, two trials at once: the second phase opens when the first closes."""
-    gw = Gateway(keys={"SCRIPTED_KEY": KEY}, trials_at_once=2)
+    """One slot: a second phase opens when the first closes."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
     with gw.serving(), ScriptedUpstream(Script(["ls"])) as up:
         spec = upstream_spec(up, concurrency=1)
         first = gw.open_session("a", spec, Limits())
@@ -499,3 +498,17 @@ def test_a_client_that_hung_up_is_dropped_quietly_a_bug_is_still_reported(
         server.shutdown()
         server.server_close()
     assert ("Traceback" in capsys.readouterr().err) is reported
+
+
+def test_trial_concurrency_is_a_share_of_concurrency_and_unset_keeps_the_digest(
+    scripted: ScriptedUpstream,
+) -> None:
+    with pytest.raises(ValueError, match=r"trial_concurrency \(3\) must not exceed concurrency"):
+        upstream_spec(scripted, concurrency=2, trial_concurrency=3)
+    plain = upstream_spec(scripted, concurrency=2)
+    assert plain.trial_share == 2 and "trial_concurrency" not in plain.identity()
+    assert plain.identity() == {
+        k: v for k, v in plain.model_dump(mode="json").items() if k != "trial_concurrency"
+    }
+    shared = upstream_spec(scripted, concurrency=2, trial_concurrency=1)
+    assert shared.trial_share == 1 and shared.identity()["trial_concurrency"] == 1

@@ -26,12 +26,13 @@ _UP = Upstream(
     model="m",
     key_env="K",
     price=Price(input_per_mtok=1.0, output_per_mtok=1.0),
+    trial_concurrency=1,  # two phases at once (a slot of the four each)
 )
 
 
 @pytest.fixture
 def gateway() -> Iterator[Gateway]:
-    gw = Gateway(keys={"K": "sk-x"}, trials_at_once=4)  # a slot of _UP's four per phase
+    gw = Gateway(keys={"K": "sk-x"})
     with gw.serving():
         yield gw
 

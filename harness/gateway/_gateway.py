@@ -534,11 +534,7 @@ class Gateway:
         keys: Mapping[str, str] | None = None,
         replay_only: bool = False,
         replay_arms: Collection[str] = (),
-        trials_at_once: int = 1,
     ) -> None:
-        self.trials_at_once = max(1, trials_at_once)
-        """How many trials run at once: each agent phase holds ``concurrency`` divided by it
-        of an upstream's slots (at least one) while it is open (see ``Leases``)."""
         self.replay_only = replay_only
         """Model replay: every session is served from recorded calls, never the upstream."""
         self.replay_arms = frozenset(replay_arms)
@@ -583,9 +579,7 @@ class Gateway:
                 key = (os.environ if self._keys is None else self._keys).get(upstream.key_env)
                 if not key:
                     raise UpstreamFault(f"environment variable {upstream.key_env} is not set")
-                client = self._clients[ident] = UpstreamClient(
-                    upstream, key, trials_at_once=self.trials_at_once
-                )
+                client = self._clients[ident] = UpstreamClient(upstream, key)
             return client
 
     def add_replay(self, label: str, calls: list[RecordedCall], source: str) -> None:

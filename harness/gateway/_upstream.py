@@ -256,11 +256,7 @@ class Leases:
 class UpstreamClient:
     """Calls one upstream with its key; its concurrency and rate limit leased to phases."""
 
-    def __init__(self, spec: Upstream, key: str, *, trials_at_once: int = 1) -> None:
-        """Build the client; each phase's lease is ``concurrency // trials_at_once`` slots.
-
-        ``trials_at_once``: how many trials the run runs at once (a lease is at least one).
-        """
+    def __init__(self, spec: Upstream, key: str) -> None:
         self.spec = spec
         self._key = key
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
@@ -281,8 +277,7 @@ class UpstreamClient:
         self._pool = urllib3.PoolManager(
             num_pools=2, maxsize=spec.concurrency, block=False, retries=retries
         )
-        share = spec.concurrency // max(1, trials_at_once)
-        self.leases = Leases(spec.concurrency, share, spec.requests_per_minute)
+        self.leases = Leases(spec.concurrency, spec.trial_share, spec.requests_per_minute)
 
     def call(
         self,

@@ -55,6 +55,7 @@ def _project(
       price: {{input_per_mtok: 3.0, output_per_mtok: 15.0}}
       retries: 1
       concurrency: {concurrency}
+      trial_concurrency: 1
 """
     )
     assert harness(root, "cases", "lock").returncode == 0
