@@ -77,9 +77,10 @@ def _dask_run(
 
 @pytest.fixture
 def slow_up() -> Iterator[ScriptedUpstream]:
-    """Each answer takes 1.5 s and the first calls wait (up to 20 s) until two are in flight:
-    two trials' calls overlap unless a limit serializes them."""
-    script = Script(list(FIX), fault="slow", slow_seconds=1.5, gather=2, gather_seconds=20)
+    """Each answer takes 1.5 s and the first calls wait (up to 6 s) until two are in flight:
+    two trials' calls overlap unless a limit serializes them (with one slot the second
+    trial's phase opens only once the first has closed: the wait runs out)."""
+    script = Script(list(FIX), fault="slow", slow_seconds=1.5, gather=2, gather_seconds=6)
     with ScriptedUpstream(script) as up:
         yield up
 
