@@ -108,6 +108,7 @@ def test_refusals_through_the_relay_and_no_key_in_the_sandbox(
         key_env="RELAY_KEY",
         price=Price(input_per_mtok=1.0, output_per_mtok=1.0),
         retries=0,
+        trial_concurrency=1,  # three phases open at once (two here, the trial's)
     )
     gw = Gateway(keys={"RELAY_KEY": key})
     with gw.serving():
