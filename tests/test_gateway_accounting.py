@@ -22,7 +22,7 @@ from test_trial_gateway import _spec, upstream
 from harness.cases.model import Limits
 from harness.gateway import Gateway, RemoteSession, Session
 from harness.gateway._gateway import REFUSED_BYTES, REFUSED_CALLS
-from harness.gateway._http import HELD_BYTES
+from harness.gateway._http import HELD_BYTES, Call
 from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, union_seconds
 
 __all__ = ["upstream"]  # the scripted upstream fixture
@@ -445,6 +445,41 @@ def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
         assert usage.budget is not None and len(usage.calls) == REFUSED_CALLS
     finally:
         gw.close()
+
+
+def test_a_call_still_on_the_link_when_the_phase_ends_is_never_a_fault(
+    make_case, make_spec, upstream
+) -> None:
+    """Red team round seventeen, under Dask: the agent spent its turn budget with calls
+    queued; the phase ended, the coordinator dropped the session, and a call still on its
+    way was answered "no such open session", which the worker took for a broken link: the
+    budget's fail became infra_error (BLOCKED). A call that races the phase's end is the
+    ended phase's; the trial stays the agent's budget."""
+    spec = _spec(make_spec, make_case("limits: {turns: 1}\n"), upstream)
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        remote = RemoteSession(link, spec.key, 1, up)
+        assert _request(remote.socket_path, remote.token, _body(0))[0] == 200
+        status, _ = _request(remote.socket_path, remote.token, _body(1))
+        assert status == 403 and remote.settled.is_set()  # turn 2 of 1: the agent's budget
+        late: list[int] = []
+        post = remote._post
+
+        def close_then_a_late_call(op: str, body: bytes, read: float | None = 120.0) -> bytes:
+            out = post(op, body, read)
+            if op.startswith("close/"):  # the coordinator's session is gone now
+                late.append(remote.handle(Call(token=remote.token, body=b"{}")).status)
+            return out
+
+        remote._post = close_then_a_late_call  # type: ignore[method-assign]
+        usage = remote.close()
+    finally:
+        gw.close()
+    assert late == [401]
+    assert usage.fault is None and usage.budget is not None, usage
 
 
 def test_bodies_held_at_once_are_bounded(gateway: Gateway) -> None:

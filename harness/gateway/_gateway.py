@@ -29,6 +29,7 @@ from harness._safefs import loads_json
 from harness.cases.model import Limits
 from harness.digest import digest_bytes, digest_json
 from harness.errors import ConfigError, InfraError
+from harness.gateway._http import ENDED as _ENDED
 from harness.gateway._http import Call, Endpoint, Reply, refusal
 from harness.gateway._reserve import (
     Grant,
@@ -64,7 +65,6 @@ __all__ = [
 ]
 
 _ACTIVE: list[Gateway] = []
-_ENDED = "token refused: its agent phase has ended"
 _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
 _CUT = "response_seconds"
@@ -193,17 +193,18 @@ class Session:
         """Set once the gateway has decided the trial (a fault, a budget): the phase may stop."""
         self.blobs: dict[str, bytes] = {}
         self.socket_path = os.path.join(gateway.socket_dir, secrets.token_hex(6) + ".sock")
-        self._lease: Lease | None = None
-        if replay is None:
-            # The phase's own upstream slots, taken before its agent starts (see Leases).
-            with contextlib.suppress(UpstreamFault):  # no key: its first call says so
-                self._lease = gateway.client(upstream).leases.take(label)
         self._endpoints = [Endpoint(self.handle, unix_path=self.socket_path)] if listen else []
         self.url: str | None = None
         """``http://127.0.0.1:<port>`` when opened with ``tcp=True`` (tests, benchmarks)."""
         if tcp:
             self._endpoints.append(Endpoint(self.handle, unix_path=None))
             self.url = self._endpoints[-1].url
+        self._lease: Lease | None = None
+        if replay is None:
+            # The phase's own upstream slots, taken before its agent starts (see Leases),
+            # and last: nothing after it can fail and leave them held.
+            with contextlib.suppress(UpstreamFault):  # no key: its first call says so
+                self._lease = gateway.client(upstream).leases.take()
 
     # -- the calls ------------------------------------------------------------------------
     def handle(self, call: Call) -> Reply:

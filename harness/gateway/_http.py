@@ -78,6 +78,10 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+ENDED = "token refused: its agent phase has ended"
+"""Why a call for a phase that has ended is refused (401, code ``token``)."""
+
+
 def refusal(status: int, message: str, code: str) -> Reply:
     """Build a JSON error reply in the OpenAI error shape."""
     doc = {"error": {"message": message, "type": "harness_gateway", "code": code}}

@@ -42,6 +42,7 @@ from harness.digest import digest_bytes
 from harness.errors import ConfigError, InfraError
 from harness.frozen import Frozen as _Frozen
 from harness.gateway._http import (
+    ENDED,
     Call,
     Endpoint,
     QuietServer,
@@ -362,6 +363,7 @@ class RemoteSession:
         """Set once the coordinator's session has decided the trial (see :class:`Session`)."""
         self._auth = f"Bearer {link.secret}"
         self._fault: str | None = None
+        self._closing = False
         retries = urllib3.Retry(
             total=3, connect=3, read=0, other=0, status=0, redirect=0, backoff_factor=0.2
         )  # a refused connection never reached the coordinator: safe to resend
@@ -417,6 +419,12 @@ class RemoteSession:
         return Reply(status=resp.status, body=resp.data, content_type=ctype)
 
     def _broken(self, message: str) -> Reply:
+        if self._closing:
+            # A call still on its way when the phase ended (the coordinator's session is
+            # gone): refused as the ended phase's, never a fault of the link. An agent that
+            # spent its budget with calls queued must stay the agent's fail (a red team
+            # turned it into infra this way).
+            return refusal(401, ENDED, "token")
         self._fault = self._fault or f"gateway link: {message}"
         self.settled.set()
         return refusal(502, self._fault, "link")
@@ -427,6 +435,7 @@ class RemoteSession:
         Raises:
             InfraError: the coordinator is unreachable, or a blob does not match its digest.
         """
+        self._closing = True
         self._endpoint.close()
         shutil.rmtree(self._dir, ignore_errors=True)
         try:

@@ -201,13 +201,10 @@ class Lease:
     calls wait only behind its own, never behind another trial's.
     """
 
-    def __init__(self, owner: str, share: int, per_minute: float | None, concurrency: int):
-        self.owner = owner
+    def __init__(self, share: int, per_minute: float | None, concurrency: int) -> None:
         self.share = share
         self.slots = threading.BoundedSemaphore(share)
         self.rate = _Rate(per_minute * share / concurrency if per_minute else None)
-        self.wait_s = 0.0
-        """Seconds the phase waited for its lease before it started (not the agent's)."""
 
 
 class Leases:
@@ -229,9 +226,8 @@ class Leases:
         self._queue: list[object] = []
         self._cv = threading.Condition()
 
-    def take(self, owner: str) -> Lease:
-        """Wait until ``share`` slots are free, in turn; return them as ``owner``'s lease."""
-        t0 = time.monotonic()
+    def take(self) -> Lease:
+        """Wait until ``share`` slots are free, in turn; return them as a phase's lease."""
         turn = object()
         with self._cv:
             self._queue.append(turn)
@@ -242,9 +238,7 @@ class Leases:
                 self._queue.remove(turn)
                 self._cv.notify_all()
             self._free -= self.share
-        lease = Lease(owner, self.share, self._per_minute, self.concurrency)
-        lease.wait_s = time.monotonic() - t0
-        return lease
+        return Lease(self.share, self._per_minute, self.concurrency)
 
     def give_back(self, lease: Lease) -> None:
         """Return ``lease``'s slots (once its calls are over)."""

@@ -84,9 +84,6 @@ AGENT = textwrap.dedent(
         fix()
         time.sleep(12)
         os._exit(0)
-    elif mode == "sleepy":    # one call, then it never finishes
-        ask(0)
-        time.sleep(600)
     elif mode == "selfqueue":  # always a call of its own waiting for the one slot; no fix
         def loop(i):
             while True:
@@ -294,19 +291,9 @@ def test_a_trial_keeping_calls_queued_cannot_starve_another_into_its_timeout(
     assert attempt["model"]["turns"] == 1 and attempt["agent"]["duration_s"] < 7.0, attempt
 
 
-def test_a_phase_that_never_waited_for_a_slot_stops_at_its_timeout(tmp_path, up) -> None:
-    """An agent that sleeps after one call is stopped at its 4 s timeout."""
-    root = _project(tmp_path, up, "sleepy", timeout=4, concurrency=1)
-    trial, _ = _run(root)
-    verdict = trial["verdict"]
-    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "timeout"), verdict
-    agent = trial["attempts"][-1]["agent"]
-    assert 4.0 <= agent["duration_s"] < 6.5, agent["duration_s"]
-
-
 def test_calls_queued_behind_the_agents_own_are_its_time_never_infra(tmp_path, up) -> None:
     """On its one slot, an agent keeping three calls queued waits behind its own: its
-    timeout, at the time the case allows."""
+    timeout, at the time the case allows (the hard bound, never stretched by the waits)."""
     up.script.fault, up.script.slow_seconds = "slow", 1.0
     root = _project(tmp_path, up, "selfqueue", timeout=4, concurrency=1)
     trial, _ = _run(root)
