@@ -6,6 +6,7 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import harness, make_project
@@ -138,15 +139,22 @@ def test_sigkilled_run_leaves_no_containers_once_the_next_run_starts(docker_engi
             start_new_session=True,
         )
 
-        def mine() -> list[object]:
+        def mine() -> list[Any]:
             return client.containers.list(
-                all=True, filters={"label": f"harness.owner={socket.gethostname()}:{proc.pid}"}
+                all=True,
+                filters={"label": f"harness.owner={socket.gethostname()}:{proc.pid}"},
+                ignore_removed=True,
             )
 
+        def agent_running() -> bool:
+            # The preflight's containers come and go; the sleepy agent's command container
+            # lives for 8 s, so a kill while it runs is sure to strand something.
+            return any("sleep 8" in " ".join(c.attrs["Args"] or []) for c in mine())
+
         deadline = time.monotonic() + 120
-        while not mine() and time.monotonic() < deadline:
+        while not agent_running() and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert mine(), "the run must have started containers before it is killed"
+        assert agent_running(), "the run must have started the agent before it is killed"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         assert mine(), "a killed run leaves its containers behind until someone sweeps"
