@@ -119,6 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         up = self.server
         with up.lock:
+            up.arrivals.append(time.monotonic())
             up.inflight += 1
             up.max_inflight = max(up.max_inflight, up.inflight)
             if up.script.gather and not up.gathered:
@@ -293,6 +294,8 @@ class ScriptedUpstream(QuietServer):
         self.served: list[Served] = []
         self.inflight = 0
         self.max_inflight = 0
+        self.arrivals: list[float] = []
+        """When each request arrived (``time.monotonic()``), in order."""
         self._thread: threading.Thread | None = None
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import itertools
 import json
 import socket
 import threading
@@ -198,6 +199,9 @@ def test_upstream_faults_are_infrastructure(
     assert usage.fault is not None and expect in usage.fault
     if fault in ("500", "429"):
         assert len(scripted.served) == 2  # one call plus one bounded retry
+        # ... after a backoff (urllib3's own first retry is immediate: a provider's rate
+        # limit refused it as well).
+        assert scripted.arrivals[1] - scripted.arrivals[0] > 0.4
 
 
 def test_stream_cut_short_is_infrastructure(gateway: Gateway, scripted: ScriptedUpstream) -> None:
@@ -431,6 +435,27 @@ def test_a_phase_opens_once_its_lease_is_free() -> None:
         first.close()
         assert opened.wait(10)
         t.join()
+
+
+def test_a_lease_handed_over_keeps_its_rate_spacing_and_waits_before_the_agent() -> None:
+    """60 a minute on one slot: a call a second, across phases. The next phase's first call
+    does not go out at once after the last phase's (a provider counting a minute would
+    refuse it), and the wait is the lease's, before its agent's clock: its call is quick."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
+    with gw.serving(), ScriptedUpstream(Script(["ls"])) as up:
+        spec = upstream_spec(up, concurrency=1, requests_per_minute=60)
+        with gw.open_session("a", spec, Limits()) as a:
+            for i in range(2):
+                assert _request(a.socket_path, a.token, _chat(history=i))[0] == 200
+        t0 = time.monotonic()
+        with gw.open_session("b", spec, Limits()) as b:
+            opened = time.monotonic() - t0
+            t1 = time.monotonic()
+            assert _request(b.socket_path, b.token, _chat())[0] == 200
+            called = time.monotonic() - t1
+    gaps = [b - a for a, b in itertools.pairwise(up.arrivals)]
+    assert len(gaps) == 2 and min(gaps) > 0.7, gaps
+    assert opened > 0.5 and called < 0.5, (opened, called)
 
 
 def test_missing_key_variable_is_a_config_error(scripted: ScriptedUpstream) -> None:

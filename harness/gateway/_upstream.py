@@ -177,7 +177,7 @@ def _fault(exc: Urllib3Error, bound: float, *, answering: bool) -> UpstreamFault
 
 
 class _Rate:
-    """At most ``per_minute`` call starts per minute, evenly spaced (shared by all trials)."""
+    """At most ``per_minute`` call starts per minute, evenly spaced."""
 
     def __init__(self, per_minute: float | None) -> None:
         self._interval = 60.0 / per_minute if per_minute else 0.0
@@ -193,18 +193,25 @@ class _Rate:
             self._next = start + self._interval
         time.sleep(max(0.0, start - now))
 
+    def ready(self) -> None:
+        """Wait until a call could start at once (without taking its turn)."""
+        with self._lock:
+            due = self._next
+        time.sleep(max(0.0, due - time.monotonic()))
+
 
 class Lease:
     """The upstream slots one agent phase holds for itself while it is open.
 
-    ``share`` slots and a ``share``/``concurrency`` part of the rate limit: the phase's
-    calls wait only behind its own, never behind another trial's.
+    ``share`` slots and its lane's part of the rate limit: the phase's calls wait only
+    behind its own, never behind another trial's.
     """
 
-    def __init__(self, share: int, per_minute: float | None, concurrency: int) -> None:
+    def __init__(self, share: int, lane: int, rate: _Rate) -> None:
         self.share = share
+        self.lane = lane
         self.slots = threading.BoundedSemaphore(share)
-        self.rate = _Rate(per_minute * share / concurrency if per_minute else None)
+        self.rate = rate
 
 
 class Leases:
@@ -216,35 +223,57 @@ class Leases:
     shared first-come semaphore let one trial starve another into its timeout; slots
     shared fairly still made a trial's speed depend on the others'). Leases are granted in
     the order phases asked for them.
+
+    The rate limit is split into ``concurrency // share`` lanes, one per lease that can be
+    open at once, each with ``share / concurrency`` of ``per_minute`` and a clock that
+    outlives the leases holding it: a lease handed over does not restart its lane's spacing
+    (the next phase would otherwise call at once after the last one's calls, over the
+    provider's limit). A phase waits out its lane's spacing as part of taking the lease,
+    before its agent's clock, so its first call is never held by an earlier phase's.
     """
 
     def __init__(self, concurrency: int, share: int, per_minute: float | None) -> None:
         self.concurrency = concurrency
         self.share = max(1, min(share, concurrency))
-        self._per_minute = per_minute
-        self._free = concurrency
+        lanes = concurrency // self.share
+        part = per_minute * self.share / concurrency if per_minute else None
+        self._rates = [_Rate(part) for _ in range(lanes)]
+        self._idle = list(range(lanes))
         self._queue: list[object] = []
         self._cv = threading.Condition()
 
     def take(self) -> Lease:
-        """Wait until ``share`` slots are free, in turn; return them as a phase's lease."""
+        """Wait for a free lane, in turn, and its spacing; return it as a phase's lease."""
         turn = object()
         with self._cv:
             self._queue.append(turn)
             try:
-                while self._queue[0] is not turn or self._free < self.share:
+                while self._queue[0] is not turn or not self._idle:
                     self._cv.wait()
             finally:
                 self._queue.remove(turn)
                 self._cv.notify_all()
-            self._free -= self.share
-        return Lease(self.share, self._per_minute, self.concurrency)
+            lane = self._idle.pop(0)
+        lease = Lease(self.share, lane, self._rates[lane])
+        lease.rate.ready()
+        return lease
 
     def give_back(self, lease: Lease) -> None:
-        """Return ``lease``'s slots (once its calls are over)."""
+        """Return ``lease``'s lane (once its calls are over)."""
         with self._cv:
-            self._free += lease.share
+            self._idle.append(lease.lane)
             self._cv.notify_all()
+
+
+class _Retry(urllib3.Retry):
+    """urllib3's ``Retry`` with its backoff before the first retry as well.
+
+    urllib3 retries the first failure at once, which a provider's rate limit refuses
+    again: the waits are now ``backoff_factor`` × 1, 2, 4… up to ``backoff_max``.
+    """
+
+    def get_backoff_time(self) -> float:
+        return max(self.backoff_factor, super().get_backoff_time())
 
 
 class UpstreamClient:
@@ -254,7 +283,7 @@ class UpstreamClient:
         self.spec = spec
         self._key = key
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
-        retries = urllib3.Retry(
+        retries = _Retry(
             total=spec.retries,
             connect=spec.retries,
             read=0,  # the call may have reached the model: never resend it after a read error
