@@ -258,6 +258,46 @@ def test_image_parts_are_reserved_so_concurrent_calls_cannot_overrun(gateway: Ga
     assert usage.budget == f"{total} tokens used: the limit is 20000"
 
 
+@pytest.mark.parametrize(
+    "part",
+    [
+        # A PDF: billed as its text plus an image per page, from a few hundred bytes.
+        {
+            "type": "file",
+            "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"},
+        },
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+        "a bare string",
+        {"text": "no type"},
+    ],
+    ids=["file", "input_audio", "string", "untyped"],
+)
+def test_content_parts_whose_cost_is_not_bounded_are_refused_and_never_forwarded(
+    gateway: Gateway, part: Any
+) -> None:
+    """Red team round eighteen: 12 calls with a PDF part each were reserved at their few
+    hundred bytes, all forwarded at once and billed 50k tokens each against a 200k budget."""
+    text = {"type": "text", "text": "read this"}
+    with ScriptedUpstream(Script(["ls"], completion_tokens=10)) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits(tokens=20_000)) as s:
+            body = _body(0, max_tokens=16)
+            body["messages"][0]["content"] = [text, part]
+            status, doc = _request(s.socket_path, s.token, body)
+            # text, image and refusal parts still pass
+            ok_body = _body(1, max_tokens=16)
+            ok_body["messages"] = [
+                {"role": "user", "content": [text, _image_call(0)["messages"][0]["content"][1]]},
+                {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+                {"role": "user", "content": [text]},
+            ]
+            ok, _ = _request(s.socket_path, s.token, ok_body)
+        usage = s.usage()
+    assert (status, doc["error"]["code"]) == (400, "field"), doc
+    assert "content part" in doc["error"]["message"]
+    assert ok == 200 and len(up.requests) == 1
+    assert [c.refused for c in usage.calls if c.turn == 0] == ["field"]
+
+
 def _cut_at_phase_end(path: str, token: str, body: dict[str, Any]) -> None:
     """Make a call whose connection the phase's end may shut down (its reply goes nowhere)."""
     with contextlib.suppress(OSError, IndexError):  # cut, or closed before any reply

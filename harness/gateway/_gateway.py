@@ -35,6 +35,7 @@ from harness.gateway._reserve import (
     Grant,
     grant,
     refused_fields,
+    refused_parts,
     request_bounds,
     union_seconds,
 )
@@ -232,6 +233,16 @@ class Session:
                 f"request field(s) {', '.join(map(repr, unknown))} refused: the gateway "
                 "forwards only the chat-completions fields it meters (a provider's own "
                 "fields, such as n_predict, can override max_tokens); see docs/gateway.md",
+                "field",
+            )
+        parts = refused_parts(doc)
+        if parts:
+            return self._refused(
+                call,
+                400,
+                f"message content part(s) {', '.join(map(repr, parts))} refused: the gateway "
+                "forwards text and image_url parts, whose cost it can bound before the call "
+                "(a file part's PDF costs tokens its bytes do not bound); see docs/gateway.md",
                 "field",
             )
         bounds = request_bounds(doc)

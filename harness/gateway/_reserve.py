@@ -33,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "FORWARDED_FIELDS",
+    "FORWARDED_PARTS",
     "IMAGE_TOKENS",
     "SAFE_MAX_TOKENS",
     "WAIT",
@@ -40,6 +41,7 @@ __all__ = [
     "grant",
     "image_parts",
     "refused_fields",
+    "refused_parts",
     "request_bounds",
     "union_seconds",
 ]
@@ -112,6 +114,32 @@ def _positive_int(v: Any) -> bool:
 def refused_fields(doc: dict[str, Any]) -> list[str]:
     """Return the request's fields the gateway does not forward (sorted), if any."""
     return sorted(k for k in doc if k not in FORWARDED_FIELDS)
+
+
+FORWARDED_PARTS = frozenset({"text", "image_url", "refusal"})
+"""The message content part types the gateway forwards: text and refusals, which the
+body's bytes bound, and images, which reserve :data:`IMAGE_TOKENS` each. Every other type
+is refused (deny by default): a ``file`` part's PDF is billed as its extracted text plus an
+image of every page, tens of thousands of tokens from a few kilobytes, and audio by its
+length; neither is bounded by anything the gateway can count before the call."""
+
+
+def refused_parts(doc: dict[str, Any]) -> list[str]:
+    """Return the content part types of the request's messages the gateway does not forward.
+
+    A part that is not an object with a string ``type`` is named by its JSON type.
+    """
+    messages = doc.get("messages")
+    out: set[str] = set()
+    for m in messages if isinstance(messages, list) else ():
+        content = m.get("content") if isinstance(m, dict) else None
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if not isinstance(kind, str):
+                out.add(f"<{type(part).__name__} without a type>")
+            elif kind not in FORWARDED_PARTS:
+                out.add(kind)
+    return sorted(out)
 
 
 def image_parts(doc: dict[str, Any]) -> int:
