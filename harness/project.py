@@ -152,7 +152,8 @@ class RetryPolicy(FrozenInput):
     stop_on_identical_failure: bool = True
     stop_on_infra_error: bool = True
     wall_seconds: float | None = Field(default=None, gt=0, le=_MAX_SECONDS)
-    """Budget of wall seconds per trial across attempts."""
+    """Budget of wall seconds per trial across attempts (waits for the upstream's lease,
+    which are other trials' time, are not counted)."""
     infra_retries: int = Field(default=1, ge=0, le=5)
     """How many times an infra_error is retried as infrastructure (never as feedback)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ from scripted_upstream import MODEL, Script, ScriptedUpstream
 from support import system_definition
 from test_trial import _honest_verifier
 
+from harness.cases.model import Limits
 from harness.gateway import Gateway
-from harness.project import Price, Upstream
+from harness.project import Price, RetryPolicy, Upstream
 from harness.sandbox.base import ExecResult
 from harness.sandbox.fake import ExecCall, FakeSandbox, exited
 from harness.store.records import FailureType, Outcome
@@ -242,3 +244,34 @@ def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
     diverged = replaying(diverging)
     assert diverged.record.verdict.outcome is Outcome.INFRA_ERROR
     assert "trajectory diverged at turn 2" in diverged.record.verdict.reason
+
+
+def test_waiting_for_another_trials_lease_is_not_the_trials_retry_budget(
+    make_case, make_spec, upstream
+) -> None:
+    """Red team round eighteen: a trial waited 2 s for the lease another trial's phase held,
+    inside its agent step, and its correction attempt was refused for a 1.5 s retry budget
+    its own attempts never spent. The wait is the trial's ``lease`` step now."""
+    spec = _spec(make_spec, make_case(), upstream)
+    retry = RetryPolicy(max_attempts=2, wall_seconds=1.5)
+    spec = dataclasses.replace(spec, release=spec.release.model_copy(update={"retry": retry}))
+    assert spec.release.upstream is not None
+    attempts = iter([False, True])  # the first attempt leaves the bug, the second fixes it
+
+    def agent(call: ExecCall) -> ExecResult:
+        return model_agent(1, fix=next(attempts))(call)
+
+    gateway = Gateway(keys={"TRIAL_KEY": KEY})
+    with gateway.serving():
+        other = gateway.open_session("other-trial", spec.release.upstream, Limits())
+        releaser = threading.Timer(2.0, other.close)
+        releaser.start()
+        try:
+            out = run_trial(spec, FakeSandbox(handler(agent)))
+        finally:
+            releaser.join()
+    rec = out.record
+    outcomes = [a.verdict.outcome for a in rec.attempts]
+    assert outcomes == [Outcome.FAIL, Outcome.PASS], rec.stop_reason
+    assert rec.steps is not None and rec.steps.lease > 1.5
+    assert rec.steps.agent < 1.5  # the wait is not in the agent's step

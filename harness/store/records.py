@@ -237,6 +237,7 @@ class TrialKey(_Frozen):
 
 StepName = Literal[
     "workspace",
+    "lease",
     "agent",
     "candidate",
     "verifier_tree",
@@ -264,6 +265,10 @@ class TrialSteps(_Frozen):
     """The trial from start to its record, before the store (``store`` comes after it)."""
     workspace: float = Field(default=0.0, ge=0)
     """Starting tree built and hashed, copied into the agent's sandbox with its files."""
+    lease: float = Field(default=0.0, ge=0)
+    """Waiting for an agent phase's upstream lease: other trials' phases holding the
+    upstream's slots, and the lease's rate spacing. Neither the harness's time nor the
+    agent's: left out of :meth:`overhead_s` and of ``retry.wall_seconds``."""
     agent: float = Field(default=0.0, ge=0)
     """The agent phase: its sandbox opened and closed, the agent's command, its result."""
     candidate: float = Field(default=0.0, ge=0)
@@ -286,6 +291,7 @@ class TrialSteps(_Frozen):
         """Return the seconds of the steps inside the trial (all but ``store``)."""
         return (
             self.workspace
+            + self.lease
             + self.agent
             + self.candidate
             + self.verifier_tree
@@ -298,8 +304,9 @@ class TrialSteps(_Frozen):
         """Return the harness's own seconds: the trial and its store, less ``commands_s``.
 
         ``commands_s`` is the agent's and verifier's commands as their phase records timed them.
+        The ``lease`` wait (other trials' time, not the harness's) is left out too.
         """
-        return max(0.0, self.wall_s + (self.store or 0.0) - commands_s)
+        return max(0.0, self.wall_s + (self.store or 0.0) - commands_s - self.lease)
 
 
 class StepClock:

@@ -398,7 +398,9 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 if n == retry.max_attempts:
                     stop = "attempt_limit" if retry.max_attempts > 1 else "single_attempt"
                     break
-                if retry.wall_seconds is not None and time.monotonic() - t0 >= retry.wall_seconds:
+                # Time spent waiting for other trials' upstream leases is not this trial's.
+                spent = time.monotonic() - t0 - clock.totals.get("lease", 0.0)
+                if retry.wall_seconds is not None and spent >= retry.wall_seconds:
                     stop = "budget"
                     break
                 if (

@@ -200,11 +200,15 @@ def _gateway_session(ctx: TrialContext, attempt: int) -> Session | RemoteSession
     if upstream is None:
         return None
     gateway = active_gateway()
+    # Opening waits for the phase's upstream lease (other trials' phases, the rate's
+    # spacing): its own step, on neither the agent's clock nor the retry budget's.
     if gateway is not None:
         label = session_label(ctx.spec.key, attempt)
-        return gateway.open_session(label, upstream, ctx.lc.case.limits)
+        with ctx.clock.step("lease"):
+            return gateway.open_session(label, upstream, ctx.lc.case.limits)
     if ctx.spec.gateway_link is not None:
-        return RemoteSession(ctx.spec.gateway_link, ctx.spec.key, attempt, upstream)
+        with ctx.clock.step("lease"):
+            return RemoteSession(ctx.spec.gateway_link, ctx.spec.key, attempt, upstream)
     raise InfraError(
         "the release calls a model but no gateway serves this process and the trial "
         "carries no gateway link",
