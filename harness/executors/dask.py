@@ -46,7 +46,11 @@ class DaskExecutor:
                     n_workers=jobs or 2,
                     threads_per_worker=1,
                     processes=True,
-                    dashboard_address=None,
+                    # No dashboard; the scheduler's own HTTP server (health, metrics) on
+                    # a free loopback port: its default, 8787 on every address, clashed with
+                    # any other cluster on the machine.
+                    dashboard_address="127.0.0.1:0",
+                    scheduler_kwargs={"dashboard": False},
                     silence_logs=40,
                 )
                 self._client: Any = Client(self._cluster)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+
 import pytest
 from support import harness, make_project
 
@@ -21,7 +24,14 @@ def test_trials_on_a_local_dask_cluster_match_the_plan(tmp_path):
     project = load_project(root)
     store = Store(project.store_dir)
     plan = plan_run(project, "good", 2, store=store)
-    executor = DaskExecutor(jobs=2)
+    with socket.socket() as taken:
+        # Dask's default HTTP port held by something else (another cluster on the machine):
+        # the executor's cluster must not care (its warning failed a CI run).
+        with contextlib.suppress(OSError):  # held already: just as good
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("0.0.0.0", 8787))
+            taken.listen()
+        executor = DaskExecutor(jobs=2)
     try:
         workers = executor.client.scheduler_info()["workers"]
         assert len(workers) == 2
