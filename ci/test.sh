@@ -8,7 +8,15 @@ export HARNESS_REQUIRE_BROWSER="${HARNESS_REQUIRE_BROWSER:-1}"
 HARNESS_WITH_BROWSER=1 bash ci/system-deps.sh
 bash ci/docker-up.sh
 python3 -m pip install -q -e '.[test]'
-python3 -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  python3 -m pytest "$@"
+else
+  # The unit tests (tests/test_*.py) mostly wait on loopback servers and subprocesses: two
+  # workers halve their time. The end-to-end and integration tests start engines, clusters
+  # and browsers, and run one at a time.
+  python3 -m pytest -n 2 tests/test_*.py
+  python3 -m pytest tests/e2e tests/integration
+fi
 # The system interpreter (Debian 12's own python3 is 3.11.2, older than the harness's
 # usual one, with a tarfile that lacks extraction filters): the archive helpers and one
 # docker end-to-end (archives both ways) run from it as well; the rest ran above.
