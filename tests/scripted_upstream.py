@@ -52,12 +52,15 @@ class Script:
     commands: list[str]
     model: str = MODEL
     fault: str | None = None
-    """Fault for every request: 500, 429, slow, no_usage, other_model, cut, trickle, stall.
+    """Fault for every request: 500, 429, slow, no_usage, other_model, cut, trickle, stall,
+    keepalive.
 
     ``slow``: nothing at all for ``slow_seconds``, then the answer. ``trickle``: the status
     line at once, then the answer arriving in small pieces over ``slow_seconds`` (a long
     completion: extra content deltas when streamed). ``stall``: the status line and the
-    first piece at once, then nothing for ``slow_seconds``, then the rest."""
+    first piece at once, then nothing for ``slow_seconds``, then the rest. ``keepalive``:
+    the status line at once, then only keep-alives (SSE comments, or whitespace before a
+    plain answer's JSON) every ``trickle_every`` for ``slow_seconds``, then the answer."""
     faults: dict[int, str] = field(default_factory=dict)
     """Fault by step (0-based)."""
     slow_seconds: float = 3.0
@@ -192,24 +195,28 @@ class _Handler(BaseHTTPRequestHandler):
             }
             if fault != "no_usage":
                 doc["usage"] = usage
-            if fault in ("trickle", "stall"):
+            if fault in ("trickle", "stall", "keepalive"):
                 return self._paced(json.dumps(doc).encode(), fault, script)
             return self._json(200, doc)
         return self._stream(step, command, model, created, usage, req, fault)
 
     def _paced(self, body: bytes, fault: str, script: Script) -> None:
         """A plain answer whose body arrives in pieces (``trickle``) or stops (``stall``)."""
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if fault == "stall":
+        if fault == "keepalive":  # whitespace before the JSON, as OpenRouter sends
+            n = max(2, round(script.slow_seconds / script.trickle_every))
+            body = b"\n" * n + body
+            pieces, pause = [b"\n"] * n + [body[n:]], script.trickle_every
+        elif fault == "stall":
             pieces, pause = [body[:1], body[1:]], script.slow_seconds
         else:
             n = max(2, round(script.slow_seconds / script.trickle_every))
             size = -(-len(body) // n)
             pieces = [body[i : i + size] for i in range(0, len(body), size)]
             pause = script.trickle_every
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
         for i, piece in enumerate(pieces):
             if i:
                 time.sleep(pause)
@@ -265,10 +272,13 @@ class _Handler(BaseHTTPRequestHandler):
         if fault != "cut":
             lines.append(b"data: [DONE]\n\n")
         script = self.server.script
+        if fault == "keepalive":  # SSE comments before the first event
+            n = max(2, round(script.slow_seconds / script.trickle_every))
+            lines[:0] = [b": PROCESSING\n\n"] * n
         for i, line in enumerate(lines):
             self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
             self.wfile.flush()
-            if fault == "trickle":
+            if fault == "trickle" or (fault == "keepalive" and line.startswith(b":")):
                 time.sleep(script.trickle_every)
             elif fault == "stall" and i == 0:
                 time.sleep(script.slow_seconds)

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scripted_upstream import MODEL, Script, ScriptedUpstream
 from test_gateway import KEY, _request, upstream_spec
 from test_gateway_link import _scope
@@ -23,7 +25,7 @@ from harness.cases.model import Limits
 from harness.gateway import Gateway, RemoteSession, Session
 from harness.gateway._gateway import REFUSED_BYTES, REFUSED_CALLS
 from harness.gateway._http import HELD_BYTES, Call
-from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, union_seconds
+from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, request_bounds, union_seconds
 
 __all__ = ["upstream"]  # the scripted upstream fixture
 
@@ -100,6 +102,30 @@ def test_n_and_max_tokens_are_clamped_in_the_forwarded_body(gateway: Gateway) ->
             with gateway.open_session("t2", upstream_spec(up2), Limits(tokens=1000)) as s2:
                 status, doc = _request(s2.socket_path, s2.token, _body(0, **bad))
             assert (status, doc["error"]["code"]) == (400, "format") and not up2.served
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"stream": 1}, {"stream": "true"}, {"stream_options": "include_usage"}],
+    ids=["stream-1", "stream-str", "options-str"],
+)
+def test_a_stream_flag_a_lenient_server_would_coerce_is_the_agents_400(
+    gateway: Gateway, bad: dict[str, Any]
+) -> None:
+    """Red team round eighteen: "stream": 1 went out as a plain call, a lenient server
+    streamed, and the gateway took the SSE body for a broken upstream (infra, blocked)."""
+    with ScriptedUpstream(Script(["ls"])) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            status, doc = _request(s.socket_path, s.token, _body(0, **bad))
+        usage = s.usage()
+    assert (status, doc["error"]["code"]) == (400, "format"), doc
+    assert not up.requests and usage.fault is None
+
+
+@given(st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.floats()))
+def test_request_bounds_passes_only_a_boolean_stream(stream: Any) -> None:
+    verdict = request_bounds({"stream": stream})
+    assert isinstance(verdict, str) == (stream is not None and not isinstance(stream, bool))
 
 
 def test_an_upstream_that_ignores_max_tokens_is_a_fault(gateway: Gateway) -> None:

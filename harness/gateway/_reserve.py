@@ -158,9 +158,17 @@ def request_bounds(doc: dict[str, Any]) -> tuple[int, int | None] | str:
     """Return ``(n, max_tokens)`` the agent asked for, or why the request is malformed.
 
     Both must be positive integers when present (an upstream that coerces ``"5"`` or
-    ``5.0`` would serve what no check saw). ``max_tokens`` is the smaller of
+    ``5.0`` would serve what no check saw); ``stream`` must be a boolean and
+    ``stream_options`` an object, for the same reason. ``max_tokens`` is the smaller of
     ``max_tokens`` and ``max_completion_tokens``.
     """
+    stream = doc.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        # A lenient server streams on 1 or "true": the gateway would wait for JSON.
+        return f"stream must be true or false, not {stream!r}"
+    opts = doc.get("stream_options")
+    if opts is not None and not isinstance(opts, dict):
+        return f"stream_options must be an object, not {opts!r}"
     n = doc.get("n", 1)
     if n is None:
         n = 1

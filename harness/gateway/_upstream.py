@@ -8,11 +8,12 @@ for a whole bound, a response that is not the wire format, a stream cut short, a
 rate limit live here, one per upstream.
 
 The response bound tells the provider's fault from the agent's by progress. An upstream
-that sent nothing (no status line within the bound), or that stopped sending for a whole
-bound, failed: :class:`UpstreamFault`. An upstream that answered in time and was still
-sending when the bound ran out was serving a completion longer than the release allows
-(a huge ``max_tokens``, a stream that goes on): the call is cut and
-:class:`ResponseTooLong` raised, which the gateway settles as the agent's fail.
+that sent nothing (no status line within the bound, or only keep-alives: SSE comments,
+whitespace), or that stopped sending for a whole bound, failed: :class:`UpstreamFault`.
+An upstream that answered in time and was still sending when the bound ran out was
+serving a completion longer than the release allows (a huge ``max_tokens``, a stream that
+goes on): the call is cut and :class:`ResponseTooLong` raised, which the gateway settles
+as the agent's fail.
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ def meter(body: bytes, *, stream: bool, pinned: str) -> tuple[str, Usage]:
         answered = ", ".join(sorted(map(str, models))) or "no model id"
         raise UpstreamFault(f"upstream answered with {answered}, not the pinned model {pinned}")
     return pinned, usages[-1]
+
+
+def _progress(body: bytes) -> bool:
+    """Whether an answer so far holds any of the completion, not only keep-alives.
+
+    Providers keep a slow answer's connection open with SSE comments (``: PROCESSING``)
+    or, for a plain answer, whitespace before the JSON: an answer of nothing else when the
+    bound runs out is the provider's silence, never a long completion of the agent's.
+    """
+    return any(line.strip() and not line.lstrip().startswith(b":") for line in body.splitlines())
 
 
 def call_bound(spec: Upstream) -> float:
@@ -377,7 +388,7 @@ class UpstreamClient:
                 chunks.append(chunk)
                 if time.monotonic() - sent > bound:
                     resp.close()
-                    if resp.status < 300:
+                    if resp.status < 300 and _progress(b"".join(chunks)):
                         raise _Cut(b"".join(chunks))
                     raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
             resp.release_conn()
