@@ -375,6 +375,26 @@ def test_calls_waiting_for_an_upstream_slot_at_phase_end_are_never_sent(gateway:
     assert sorted(c.refused or "" for c in usage.calls) == ["", "token", "token"]
 
 
+def test_calls_waiting_for_the_rate_limit_at_phase_end_are_refused_at_once(
+    gateway: Gateway,
+) -> None:
+    """Six a minute, one slot: a call a second waits 10 s for its turn. Red team round
+    eighteen: the phase's end waited out every queued call's turn (98 s past it) and the
+    agent's own over-calling ended as infra_error."""
+    with ScriptedUpstream(Script(["ls"])) as up:
+        spec = upstream_spec(up, concurrency=1, requests_per_minute=6)
+        s = gateway.open_session("t1", spec, Limits())
+        _slow_calls(s, 3)
+        _wait_for(lambda: len(up.served) == 1)
+        time.sleep(0.3)  # the two others wait: one for its turn, one for the slot
+        t0 = time.monotonic()
+        usage = s.close()
+        closed_in = time.monotonic() - t0
+    assert closed_in < 3.0, closed_in
+    assert len(up.served) == 1 and usage.fault is None
+    assert sum(1 for c in usage.calls if c.status == 200) == 1
+
+
 def test_overlapping_upstream_waits_count_once(gateway: Gateway) -> None:
     with (
         ScriptedUpstream(Script(["ls"], fault="slow", slow_seconds=4.0)) as up,

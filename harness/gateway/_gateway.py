@@ -518,6 +518,8 @@ class Session:
         with self._lock:
             self._meter.closed = True
             self._settled_cv.notify_all()
+            if self._lease is not None:  # calls waiting for a slot or the rate give up
+                self._lease.ended.set()
         self._gw.revoke(self)
         for ep in self._endpoints:
             ep.close()

@@ -195,14 +195,15 @@ class _Rate:
         self._next = 0.0
         self._lock = threading.Lock()
 
-    def wait(self) -> None:
+    def wait(self, cancel: threading.Event) -> bool:
+        """Wait for this call's turn; False if ``cancel`` was set first (the turn is spent)."""
         if not self._interval:
-            return
+            return True
         with self._lock:
             now = time.monotonic()
             start = max(now, self._next)
             self._next = start + self._interval
-        time.sleep(max(0.0, start - now))
+        return not cancel.wait(max(0.0, start - now))
 
     def ready(self) -> None:
         """Wait until a call could start at once (without taking its turn)."""
@@ -223,6 +224,18 @@ class Lease:
         self.lane = lane
         self.slots = threading.BoundedSemaphore(share)
         self.rate = rate
+        self.ended = threading.Event()
+        """Set when the phase ends: calls still waiting for a slot or the rate give up."""
+
+    def turn(self) -> bool:
+        """Take a slot and wait for the rate; False (holding nothing) once the phase ended."""
+        while not self.slots.acquire(timeout=0.05):
+            if self.ended.is_set():
+                return False
+        if self.ended.is_set() or not self.rate.wait(self.ended):
+            self.slots.release()
+            return False
+        return True
 
 
 class Leases:
@@ -343,8 +356,11 @@ class UpstreamClient:
         body = json.dumps(doc).encode()
         bound = self.spec.response_seconds
         t0 = time.monotonic()
-        with lease.slots:
-            lease.rate.wait()
+        if not lease.turn():
+            if before_send is not None:
+                before_send()  # says why (the phase ended)
+            raise UpstreamFault("the phase ended before the call could be sent")
+        try:
             if before_send is not None:
                 before_send()
             try:
@@ -352,6 +368,8 @@ class UpstreamClient:
             except _Cut as cut:
                 wait = time.monotonic() - t0
                 raise ResponseTooLong(bound, cut.body, stream=stream, wait_s=wait) from None
+        finally:
+            lease.slots.release()
         wait = time.monotonic() - t0
         if status in _RETRY_STATUS:
             raise UpstreamFault(f"upstream answered {status} after {self.spec.retries} retries")
