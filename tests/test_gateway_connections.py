@@ -129,7 +129,7 @@ def test_the_process_bound_holds_over_all_sessions(
     socks: list[socket.socket] = []
     try:
         for s in sessions:
-            socks += _stall(s.socket_path, 8)
+            socks += _stall(s.socket_path, 12)
         ready: list[socket.socket] = []
 
         def six_answered() -> bool:
@@ -137,10 +137,32 @@ def test_the_process_bound_holds_over_all_sessions(
             return len(ready) >= 6
 
         _wait_for(six_answered, 5.0)
-        time.sleep(0.3)  # nothing more is answered: the other ten are served
+        time.sleep(0.3)  # nothing more is answered: each socket's own 4 and ten more served
         assert six_answered() and len(ready) == 6
         assert all(_read_all(s).startswith(b"HTTP/1.1 503 ") for s in ready)
     finally:
         for session in sessions:
+            session.close()
+        _close_all(socks)
+
+
+def test_phases_flooding_the_process_bound_never_turn_away_another_phases_call(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round eighteen: sixteen flooding trials took all 1,024 of the process's
+    connections and a seventeenth trial's single call was answered 503."""
+    _wait_for(lambda: _http._PROCESS_SLOTS._used == 0, 15.0)
+    monkeypatch.setattr(_http._PROCESS_SLOTS, "bound", 10)
+    flood, victim = (gateway.open_session(name, _UP, Limits()) for name in ("flood", "victim"))
+    socks: list[socket.socket] = []
+    try:
+        socks += _stall(flood.socket_path, 30)  # its own 4 and the process's 10; 16 turned away
+        _wait_for(lambda: len(select.select(socks, [], [], 0.1)[0]) >= 16, 5.0)
+        mine = _stall(victim.socket_path, 2)  # a few calls of its own
+        socks += mine
+        time.sleep(0.3)
+        assert select.select(mine, [], [], 0.5)[0] == []  # served, not answered 503
+    finally:
+        for session in (flood, victim):
             session.close()
         _close_all(socks)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 __all__ = [
     "CHAT_PATH",
     "ENDPOINT_CONNECTIONS",
+    "ENDPOINT_OWN_CONNECTIONS",
     "PROCESS_CONNECTIONS",
     "REQUEST_SECONDS",
     "Call",
@@ -53,6 +54,11 @@ PROCESS_CONNECTIONS = 1024
 """Most connections all the gateway's servers of one process (the run's coordinating
 process, or one Dask worker) serve at once: the backstop of :data:`ENDPOINT_CONNECTIONS`
 when many phases flood together (16 flooding phases reach it)."""
+ENDPOINT_OWN_CONNECTIONS = 4
+"""Connections every server (an agent phase's socket) is served whatever the process's
+total: only those beyond it count against :data:`PROCESS_CONNECTIONS`, so phases flooding
+the process's bound cannot turn away another phase's few calls (sixteen flooding trials
+once took all 1,024 and a seventeenth trial's one call was answered 503)."""
 REQUEST_SECONDS = 10.0
 """Most seconds a connection may take to deliver a complete request (its head and body)
 once it is ready for one (accepted, or its previous reply sent): a connection that stalls,
@@ -254,8 +260,9 @@ def _turn_away(conn: socket.socket, bound: int) -> None:
 class QuietServer(ThreadingHTTPServer):
     """A threading server with bounded connections, each held only while it delivers.
 
-    At most ``max_connections`` connections (and :data:`PROCESS_CONNECTIONS` over all the
-    servers of the process) are served at once, one thread each; the accepting thread
+    At most ``max_connections`` connections (and, beyond each server's first
+    :data:`ENDPOINT_OWN_CONNECTIONS`, :data:`PROCESS_CONNECTIONS` over all the servers of the
+    process) are served at once, one thread each; the accepting thread
     answers the next 503 and closes it without starting one. Under a
     :class:`TimedHandler`, a connection must deliver each request within
     ``request_seconds`` (the handler arms the deadline and disarms it once the request is
@@ -272,6 +279,8 @@ class QuietServer(ThreadingHTTPServer):
     def __init__(self, address: Any, handler: Any) -> None:
         self._conns: dict[Any, float | None] = {}
         """Connection served → monotonic deadline of the request it waits for (or none)."""
+        self._pooled: set[Any] = set()
+        """The connections served that count against the process's bound."""
         self._conns_lock = threading.Lock()
         self._swept = 0.0
         super().__init__(address, handler)
@@ -279,7 +288,11 @@ class QuietServer(ThreadingHTTPServer):
     def verify_request(self, request: Any, client_address: Any) -> bool:
         """Serve a new connection only within the bounds (the accepting thread answers it)."""
         with self._conns_lock:
-            ok = len(self._conns) < self.max_connections and _PROCESS_SLOTS.take()
+            ok = len(self._conns) < self.max_connections
+            if ok and len(self._conns) - len(self._pooled) >= ENDPOINT_OWN_CONNECTIONS:
+                ok = _PROCESS_SLOTS.take()
+                if ok:
+                    self._pooled.add(request)
             if ok:
                 self._conns[request] = None  # a TimedHandler arms it when it starts
         if not ok:
@@ -289,9 +302,10 @@ class QuietServer(ThreadingHTTPServer):
     def shutdown_request(self, request: Any) -> None:
         """Close a connection and free its place (whether it was served or turned away)."""
         with self._conns_lock:
-            served = request in self._conns
             self._conns.pop(request, None)
-        if served:
+            pooled = request in self._pooled
+            self._pooled.discard(request)
+        if pooled:
             _PROCESS_SLOTS.give()
         super().shutdown_request(request)
 
