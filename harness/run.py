@@ -95,7 +95,7 @@ def model_gateway(
         ConfigError: a key variable is unset, or the scheduler's address is unusable.
         InfraError: the link cannot be served.
     """
-    from harness.gateway import Gateway, check_keys
+    from harness.gateway import Gateway, check_accounts, check_keys
 
     upstreams: dict[str, Upstream] = {
         arm.name: arm.release.upstream for arm in plan.arms if arm.release.upstream is not None
@@ -109,6 +109,7 @@ def model_gateway(
     replayed = replay_scope(source, plan.record.baseline)
     live = {a.name: a.release.upstream for a in plan.arms if a.arm not in replayed}
     check_keys({name: up for name, up in live.items() if up is not None})
+    check_accounts({name: up for name, up in live.items() if up is not None})
     gateway = Gateway(replay_arms={a.value for a in replayed})
     if source is not None:
         if source.startswith(BASELINE_REPLAY) and baselines_dir is not None:

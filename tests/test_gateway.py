@@ -21,7 +21,14 @@ from scripted_upstream import MODEL, Script, ScriptedUpstream
 
 from harness.cases.model import Limits
 from harness.errors import ConfigError
-from harness.gateway import Gateway, RecordedCall, Session, check_keys, request_key
+from harness.gateway import (
+    Gateway,
+    RecordedCall,
+    Session,
+    check_accounts,
+    check_keys,
+    request_key,
+)
 from harness.gateway._http import QuietServer
 from harness.project import Price, Upstream
 
@@ -463,6 +470,45 @@ def test_a_lease_handed_over_keeps_its_rate_spacing_and_waits_before_the_agent()
     gaps = [b - a for a, b in itertools.pairwise(up.arrivals)]
     assert len(gaps) == 2 and min(gaps) > 0.7, gaps
     assert opened > 0.5 and called < 0.5, (opened, called)
+
+
+def test_two_releases_calling_one_account_share_its_slots() -> None:
+    """Red team round eighteen: a candidate's upstream differing from the baseline's only in
+    price had a client of its own, and two calls went out under a stated concurrency of 1."""
+    gw = Gateway(keys={"SCRIPTED_KEY": KEY})
+    with gw.serving(), ScriptedUpstream(Script(["ls"])) as up:
+        base = upstream_spec(up, concurrency=1)
+        cand = upstream_spec(
+            up, concurrency=1, price=Price(input_per_mtok=9.0, output_per_mtok=9.0)
+        )
+        first = gw.open_session("baseline", base, Limits())
+        opened = threading.Event()
+
+        def second() -> None:
+            gw.open_session("candidate", cand, Limits()).close()
+            opened.set()
+
+        t = threading.Thread(target=second)
+        t.start()
+        assert not opened.wait(0.5)  # the account's one slot is the baseline phase's
+        first.close()
+        assert opened.wait(10)
+        t.join()
+
+
+def test_one_account_under_different_limits_is_a_config_error(
+    scripted: ScriptedUpstream,
+) -> None:
+    base = upstream_spec(scripted, concurrency=2)
+    check_accounts({"a": base, "b": upstream_spec(scripted, concurrency=2, retries=3)})
+    other_key = upstream_spec(scripted, concurrency=8, key_env="OTHER_KEY")
+    check_accounts({"a": base, "b": other_key})  # another account: its own limits
+    with pytest.raises(ConfigError, match=r"releases\.b\.upstream\.concurrency"):
+        check_accounts({"a": base, "b": upstream_spec(scripted, concurrency=4)})
+    with pytest.raises(ConfigError, match=r"releases\.b\.upstream\.requests_per_minute"):
+        check_accounts(
+            {"a": base, "b": upstream_spec(scripted, concurrency=2, requests_per_minute=60)}
+        )
 
 
 def test_missing_key_variable_is_a_config_error(scripted: ScriptedUpstream) -> None:

@@ -42,6 +42,7 @@ from harness.gateway._reserve import (
 from harness.gateway._upstream import (
     Answer,
     Lease,
+    Leases,
     ResponseTooLong,
     UpstreamClient,
     UpstreamFault,
@@ -59,7 +60,9 @@ __all__ = [
     "Gateway",
     "RecordedCall",
     "Session",
+    "account",
     "active_gateway",
+    "check_accounts",
     "check_keys",
     "phase_error",
     "request_key",
@@ -102,6 +105,46 @@ def check_keys(upstreams: Mapping[str, Upstream], env: Mapping[str, str] | None 
                 file="harness.yaml",
                 field=f"releases.{release}.upstream.key_env",
             )
+
+
+def account(upstream: Upstream) -> tuple[str, str]:
+    """Return the provider account an upstream calls: its API root and its key's variable.
+
+    Upstreams of one account share its limits, whatever else differs (price, bounds).
+    """
+    return upstream.base_url.rstrip("/"), upstream.key_env
+
+
+def _limits(upstream: Upstream) -> tuple[int, float | None, int]:
+    return upstream.concurrency, upstream.requests_per_minute, upstream.trial_share
+
+
+def check_accounts(upstreams: Mapping[str, Upstream]) -> None:
+    """Refuse a run whose releases call one provider account under different limits.
+
+    The account's ``concurrency`` and ``requests_per_minute`` are one, leased to every
+    trial that calls it (two clients of one account once put two calls in flight under a
+    stated ``concurrency: 1``); the trials' lease (``trial_concurrency``) must be the same
+    for both arms to be measured alike.
+
+    Raises:
+        ConfigError: names the second release and the field that differs.
+    """
+    seen: dict[tuple[str, str], tuple[str, Upstream]] = {}
+    for release, up in sorted(upstreams.items()):
+        first = seen.setdefault(account(up), (release, up))
+        if _limits(first[1]) == _limits(up):
+            continue
+        for name in ("concurrency", "requests_per_minute", "trial_concurrency"):
+            a, b = getattr(first[1], name), getattr(up, name)
+            if a != b:
+                raise ConfigError(
+                    f"calls the same provider account as release {first[0]!r} "
+                    f"({up.base_url}, key {up.key_env}) with {name} {b!r}, not {a!r}: the "
+                    "account's limits are one, state the same in both",
+                    file="harness.yaml",
+                    field=f"releases.{release}.upstream.{name}",
+                )
 
 
 def request_key(body: bytes) -> str:
@@ -557,6 +600,7 @@ class Gateway:
         self.socket_dir = tempfile.mkdtemp(prefix="hgw-")
         os.chmod(self.socket_dir, 0o700)
         self._clients: dict[str, UpstreamClient] = {}
+        self._leases: dict[tuple[tuple[str, str], tuple[int, float | None, int]], Leases] = {}
         self._live: dict[str, str] = {}
         self._revoked: set[str] = set()
         self._lock = threading.Lock()
@@ -593,7 +637,12 @@ class Gateway:
                 key = (os.environ if self._keys is None else self._keys).get(upstream.key_env)
                 if not key:
                     raise UpstreamFault(f"environment variable {upstream.key_env} is not set")
-                client = self._clients[ident] = UpstreamClient(upstream, key)
+                # One account's upstreams (say, two arms' releases differing only in price)
+                # share its slots and rate (check_accounts made their limits the same).
+                shared = (account(upstream), _limits(upstream))
+                leases = self._leases.get(shared)
+                client = self._clients[ident] = UpstreamClient(upstream, key, leases)
+                self._leases[shared] = client.leases
             return client
 
     def add_replay(self, label: str, calls: list[RecordedCall], source: str) -> None:

@@ -301,9 +301,13 @@ class _Retry(urllib3.Retry):
 
 
 class UpstreamClient:
-    """Calls one upstream with its key; its concurrency and rate limit leased to phases."""
+    """Calls one upstream with its key; its concurrency and rate limit leased to phases.
 
-    def __init__(self, spec: Upstream, key: str) -> None:
+    ``leases``: the account's, when other upstreams of the run call the same account
+    (see :func:`harness.gateway.account`); by default its own.
+    """
+
+    def __init__(self, spec: Upstream, key: str, leases: Leases | None = None) -> None:
         self.spec = spec
         self._key = key
         self._url = spec.base_url.rstrip("/") + "/chat/completions"
@@ -324,7 +328,7 @@ class UpstreamClient:
         self._pool = urllib3.PoolManager(
             num_pools=2, maxsize=spec.concurrency, block=False, retries=retries
         )
-        self.leases = Leases(spec.concurrency, spec.trial_share, spec.requests_per_minute)
+        self.leases = leases or Leases(spec.concurrency, spec.trial_share, spec.requests_per_minute)
 
     def call(
         self,
