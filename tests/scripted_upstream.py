@@ -80,6 +80,8 @@ class Script:
     overrides: tuple[str, ...] = ()
     """Fields of the provider's own that win over ``max_tokens`` when sent (llama.cpp's
     ``n_predict``): the completion is as long as they say."""
+    pad_bytes: int = 0
+    """Bytes of ``logprobs`` padding in each plain answer (an answer as large as asked)."""
     image_tokens: int = 0
     """Prompt tokens each ``image_url`` part costs (a vision model's image price)."""
 
@@ -195,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
             }
             if fault != "no_usage":
                 doc["usage"] = usage
+            if script.pad_bytes:  # long log-probabilities
+                doc["choices"][0]["logprobs"] = {"content": "x" * script.pad_bytes}
             if fault in ("trickle", "stall", "keepalive"):
                 return self._paced(json.dumps(doc).encode(), fault, script)
             return self._json(200, doc)

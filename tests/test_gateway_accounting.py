@@ -22,7 +22,8 @@ from test_trial_gateway import KEY as TRIAL_KEY
 from test_trial_gateway import _spec, upstream
 
 from harness.cases.model import Limits
-from harness.gateway import Gateway, RemoteSession, Session
+from harness.gateway import Gateway, RemoteSession, Session, _upstream
+from harness.gateway import _gateway as gw_module
 from harness.gateway._gateway import REFUSED_BYTES, REFUSED_CALLS
 from harness.gateway._http import HELD_BYTES, Call
 from harness.gateway._reserve import IMAGE_TOKENS, SAFE_MAX_TOKENS, request_bounds, union_seconds
@@ -393,6 +394,37 @@ def test_calls_waiting_for_the_rate_limit_at_phase_end_are_refused_at_once(
     assert closed_in < 3.0, closed_in
     assert len(up.served) == 1 and usage.fault is None
     assert sum(1 for c in usage.calls if c.status == 200) == 1
+
+
+def test_an_answer_over_the_byte_bound_is_cut_and_the_agents(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team round eighteen: ten 85 MB answers filled the store (blocked, again on every
+    resume). One answer is read up to RESPONSE_BYTES (64 KiB here), then cut."""
+    monkeypatch.setattr(_upstream, "RESPONSE_BYTES", 64 << 10)
+    with ScriptedUpstream(Script(["ls"], pad_bytes=100 << 10)) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            status, doc = _request(s.socket_path, s.token, _body(0))
+            after = _request(s.socket_path, s.token, _body(1))[0]
+        usage = s.usage()
+    assert (status, doc["error"]["code"]) == (403, "response_bytes"), doc
+    assert after == 403 and len(up.requests) == 1  # settled: nothing more is sent
+    assert usage.fault is None and usage.budget and "65536 bytes" in usage.budget
+    [call] = [c for c in usage.calls if c.turn == 1]
+    assert call.refused == "response_bytes" and len(s.blobs[call.response_blob or ""]) == 64 << 10
+
+
+def test_answers_are_bounded_per_phase(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 KiB answers against 100 KiB a phase: the third is kept (80 KiB before it), the
+    fourth call is not sent and settles the trial as the agent's."""
+    monkeypatch.setattr(gw_module, "PHASE_RESPONSE_BYTES", 100 << 10)
+    with ScriptedUpstream(Script(["ls"], pad_bytes=40 << 10)) as up:
+        with gateway.open_session("t1", upstream_spec(up), Limits()) as s:
+            replies = [_request(s.socket_path, s.token, _body(i)) for i in range(4)]
+        usage = s.usage()
+    assert [st for st, _ in replies] == [200, 200, 200, 403]
+    assert replies[3][1]["error"]["code"] == "response_bytes"
+    assert len(up.requests) == 3 and usage.budget and usage.fault is None
 
 
 def test_overlapping_upstream_waits_count_once(gateway: Gateway) -> None:

@@ -40,9 +40,11 @@ from harness.gateway._reserve import (
     union_seconds,
 )
 from harness.gateway._upstream import (
+    RESPONSE_BYTES,
     Answer,
     Lease,
     Leases,
+    ResponseTooLarge,
     ResponseTooLong,
     UpstreamClient,
     UpstreamFault,
@@ -73,6 +75,12 @@ _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
 _CUT = "response_seconds"
 """Error code of a call cut at the upstream's response bound (the agent's overspending)."""
+_TOO_LARGE = "response_bytes"
+"""Error code of a call whose answer was over :data:`RESPONSE_BYTES` (the agent's)."""
+PHASE_RESPONSE_BYTES = 128 << 20
+"""Most bytes of answers one agent phase keeps (each answer at most
+:data:`~harness.gateway._upstream.RESPONSE_BYTES`): the call after the phase reached it is
+not forwarded and settles the trial as the agent's ``budget_exceeded``."""
 REFUSED_CALLS = 64
 """Most refused calls one agent phase may make: the next settles the trial as the agent's
 ``budget_exceeded`` and is not stored (a refused call costs no turn and no token, so
@@ -205,6 +213,8 @@ class _Meter:
     refused_bytes: int = 0
     call_bytes: int = 0
     """Bytes of the request bodies forwarded (and kept) in this phase."""
+    response_bytes: int = 0
+    """Bytes of the answers kept in this phase."""
     calls: list[ModelCall] = field(default_factory=list)
 
 
@@ -315,6 +325,12 @@ class Session:
                     f"{CALL_BYTES} bytes of request bodies per phase"
                 )
                 return refusal(_BUDGET, f"budget exceeded: {why}", "request_bytes")
+            if m.response_bytes >= PHASE_RESPONSE_BYTES:
+                why = self._over(
+                    f"{m.response_bytes} bytes of answers: the limit is "
+                    f"{PHASE_RESPONSE_BYTES} bytes of answers per phase"
+                )
+                return refusal(_BUDGET, f"budget exceeded: {why}", _TOO_LARGE)
             m.call_bytes += len(call.body)
             m.turns += 1
             m.reserved += g.tokens
@@ -339,7 +355,27 @@ class Session:
             return self._refused(call, 401, _ENDED, "token", turn=turn)
         except ResponseTooLong as cut:
             return self._cut(call, cut, turn)
+        except ResponseTooLarge as big:
+            return self._too_large(call, big, turn)
         return self._metered(call, answer, turn, g)
+
+    def _too_large(self, call: Call, big: ResponseTooLarge, turn: int) -> Reply:
+        """Settle a call whose answer grew past the byte bound as the agent's overspending.
+
+        Its first :data:`RESPONSE_BYTES` are kept in the transcript, unmetered (the call's
+        reservation bounded its tokens).
+        """
+        end = time.monotonic()
+        message = (
+            f"turn {turn}: the answer grew past {big.limit} bytes (RESPONSE_BYTES) and was "
+            "cut: ask for less (n, max_tokens, logprobs)"
+        )
+        with self._lock:
+            why = self._over(message)
+            self._meter.waits.append((end - big.wait_s, end))
+        answer = Answer(status=_BUDGET, body=big.body, stream=big.stream, wait_s=big.wait_s)
+        self._record(call, turn, _BUDGET, answer, Usage(0, 0), _TOO_LARGE)
+        return refusal(_BUDGET, f"budget exceeded: {why}", _TOO_LARGE)
 
     def _cut(self, call: Call, cut: ResponseTooLong, turn: int) -> Reply:
         """Settle a call cut at the response bound as the agent's overspending.
@@ -413,6 +449,8 @@ class Session:
         if rec.refused == _CUT:  # cut again, so the replayed trial settles as it did
             bound = self.upstream.response_seconds
             raise ResponseTooLong(bound, rec.response, stream=rec.stream, wait_s=0.0)
+        if rec.refused == _TOO_LARGE:
+            raise ResponseTooLarge(RESPONSE_BYTES, rec.response, stream=rec.stream, wait_s=0.0)
         return Answer(status=rec.status, body=rec.response, stream=rec.stream, wait_s=0.0)
 
     def _still_open(self) -> None:
@@ -493,6 +531,7 @@ class Session:
         )
         with self._lock:
             self._meter.calls.append(rec)
+            self._meter.response_bytes += len(answer.body) if answer is not None else 0
 
     def _refused(
         self,

@@ -33,9 +33,11 @@ from harness.errors import InfraError
 from harness.project import Upstream
 
 __all__ = [
+    "RESPONSE_BYTES",
     "Answer",
     "Lease",
     "Leases",
+    "ResponseTooLarge",
     "ResponseTooLong",
     "UpstreamClient",
     "UpstreamFault",
@@ -44,6 +46,11 @@ __all__ = [
     "meter",
 ]
 
+RESPONSE_BYTES = 32 << 20
+"""Most bytes of one answer the gateway reads and keeps: a success answer past it is cut
+(:class:`ResponseTooLarge`, the agent's overspending), an error answer past it is the
+provider's fault. A chat completion is kilobytes; one of 85 MB (many choices, long
+log-probabilities) filled the store and blocked the gate."""
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _AGENT_STATUS = frozenset({400, 413, 422})
 """Upstream refusals of the agent's own request (passed back to it, not infrastructure)."""
@@ -71,6 +78,30 @@ class ResponseTooLong(Exception):
         self.stream = stream
         self.wait_s = wait_s
         """Seconds from queueing the call to the cut."""
+
+
+class ResponseTooLarge(Exception):
+    """A success answer grew past the bytes one call may bring back (it was cut).
+
+    The agent asked for more than the harness keeps of one answer (many choices, long
+    log-probabilities): its overspending, like a completion past the response bound.
+    """
+
+    def __init__(self, limit: int, body: bytes, *, stream: bool, wait_s: float) -> None:
+        super().__init__(f"the answer grew past {limit} bytes")
+        self.limit = limit
+        self.body = body
+        """The first ``limit`` bytes (never metered)."""
+        self.stream = stream
+        self.wait_s = wait_s
+
+
+class _TooBig(Exception):
+    """Raised inside :meth:`UpstreamClient._send`: a success answer past the byte bound."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__()
+        self.body = body
 
 
 class _Cut(Exception):
@@ -372,6 +403,11 @@ class UpstreamClient:
             except _Cut as cut:
                 wait = time.monotonic() - t0
                 raise ResponseTooLong(bound, cut.body, stream=stream, wait_s=wait) from None
+            except _TooBig as big:
+                wait = time.monotonic() - t0
+                raise ResponseTooLarge(
+                    RESPONSE_BYTES, big.body, stream=stream, wait_s=wait
+                ) from None
         finally:
             lease.slots.release()
         wait = time.monotonic() - t0
@@ -405,9 +441,16 @@ class UpstreamClient:
                 raise UpstreamFault(f"upstream slower than the {bound:g}s bound")
             answering = True
             chunks: list[bytes] = []
+            size = 0
             # read1: whatever has arrived, so the bound is checked as the answer flows.
             while chunk := resp.read1(1 << 16):
                 chunks.append(chunk)
+                size += len(chunk)
+                if size > RESPONSE_BYTES:
+                    resp.close()
+                    if resp.status < 300:
+                        raise _TooBig(b"".join(chunks)[:RESPONSE_BYTES])
+                    raise UpstreamFault(f"upstream error answer over {RESPONSE_BYTES} bytes")
                 if time.monotonic() - sent > bound:
                     resp.close()
                     if resp.status < 300 and _progress(b"".join(chunks)):

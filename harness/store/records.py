@@ -160,7 +160,8 @@ class ModelCall(_Frozen):
     upstream_wait_s: float = 0.0
     refused: str | None = None
     """Why the gateway refused or failed the call (``model``, ``budget``, ``upstream``,
-    ``response_seconds`` for a completion cut at the upstream's response bound…)."""
+    ``response_seconds`` for a completion cut at the upstream's response bound,
+    ``response_bytes`` for an answer cut at the gateway's byte bound…)."""
 
 
 class ModelUsage(_Frozen):
