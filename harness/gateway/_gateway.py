@@ -42,6 +42,7 @@ from harness.gateway._reserve import (
 from harness.gateway._upstream import (
     RESPONSE_BYTES,
     Answer,
+    CutAnswer,
     Lease,
     Leases,
     ResponseTooLarge,
@@ -73,9 +74,9 @@ __all__ = [
 _ACTIVE: list[Gateway] = []
 _BUDGET = 403
 """Status of a call refused for budget: not 429, which clients retry with backoff."""
-_CUT = "response_seconds"
+_CUT = ResponseTooLong.code
 """Error code of a call cut at the upstream's response bound (the agent's overspending)."""
-_TOO_LARGE = "response_bytes"
+_TOO_LARGE = ResponseTooLarge.code
 """Error code of a call whose answer was over :data:`RESPONSE_BYTES` (the agent's)."""
 PHASE_RESPONSE_BYTES = 128 << 20
 """Most bytes of answers one agent phase keeps (each answer at most
@@ -353,48 +354,23 @@ class Session:
             return self._refused(call, 502, f"upstream fault: {fault}", "upstream", turn=turn)
         except _PhaseEnded:
             return self._refused(call, 401, _ENDED, "token", turn=turn)
-        except ResponseTooLong as cut:
+        except CutAnswer as cut:
             return self._cut(call, cut, turn)
-        except ResponseTooLarge as big:
-            return self._too_large(call, big, turn)
         return self._metered(call, answer, turn, g)
 
-    def _too_large(self, call: Call, big: ResponseTooLarge, turn: int) -> Reply:
-        """Settle a call whose answer grew past the byte bound as the agent's overspending.
-
-        Its first :data:`RESPONSE_BYTES` are kept in the transcript, unmetered (the call's
-        reservation bounded its tokens).
-        """
-        end = time.monotonic()
-        message = (
-            f"turn {turn}: the answer grew past {big.limit} bytes (RESPONSE_BYTES) and was "
-            "cut: ask for less (n, max_tokens, logprobs)"
-        )
-        with self._lock:
-            why = self._over(message)
-            self._meter.waits.append((end - big.wait_s, end))
-        answer = Answer(status=_BUDGET, body=big.body, stream=big.stream, wait_s=big.wait_s)
-        self._record(call, turn, _BUDGET, answer, Usage(0, 0), _TOO_LARGE)
-        return refusal(_BUDGET, f"budget exceeded: {why}", _TOO_LARGE)
-
-    def _cut(self, call: Call, cut: ResponseTooLong, turn: int) -> Reply:
-        """Settle a call cut at the response bound as the agent's overspending.
+    def _cut(self, call: Call, cut: CutAnswer, turn: int) -> Reply:
+        """Settle a call cut (response bound, byte bound) as the agent's overspending.
 
         What arrived is kept in the transcript; its tokens are not metered (a provider's
         usage comes with the end of its answer), the call's reservation bounded them.
         """
         end = time.monotonic()
-        message = (
-            f"turn {turn}: the completion was still arriving when the upstream's "
-            f"{cut.bound:g}s response bound (response_seconds) ran out, and was cut: "
-            "ask for a shorter completion (max_tokens)"
-        )
         with self._lock:
-            why = self._over(message)
+            why = self._over(f"turn {turn}: {cut}")
             self._meter.waits.append((end - cut.wait_s, end))
         answer = Answer(status=_BUDGET, body=cut.body, stream=cut.stream, wait_s=cut.wait_s)
-        self._record(call, turn, _BUDGET, answer, Usage(0, 0), _CUT)
-        return refusal(_BUDGET, f"budget exceeded: {why}", _CUT)
+        self._record(call, turn, _BUDGET, answer, Usage(0, 0), cut.code)
+        return refusal(_BUDGET, f"budget exceeded: {why}", cut.code)
 
     def _fault(self, message: str) -> None:
         """Note the phase's first upstream fault (lock held): the trial is settled."""

@@ -35,6 +35,7 @@ from harness.project import Upstream
 __all__ = [
     "RESPONSE_BYTES",
     "Answer",
+    "CutAnswer",
     "Lease",
     "Leases",
     "ResponseTooLarge",
@@ -63,16 +64,18 @@ class UpstreamFault(InfraError):
         super().__init__(message, reason="upstream")
 
 
-class ResponseTooLong(Exception):
-    """The upstream answered in time but was still sending when the response bound ran out.
+class CutAnswer(Exception):
+    """A success answer the gateway cut: the agent asked for more than one call may bring.
 
-    The call was cut: the completion the agent asked for takes longer than the release's
-    ``response_seconds`` (not a fault of the provider, which was answering).
+    Its overspending, never the provider's fault: the trial is settled as the agent's
+    ``budget_exceeded`` and what arrived is kept (never metered).
     """
 
-    def __init__(self, bound: float, body: bytes, *, stream: bool, wait_s: float) -> None:
-        super().__init__(f"the completion was still arriving after the {bound:g}s bound")
-        self.bound = bound
+    code = ""
+    """The refusal code the agent sees and the transcript keeps."""
+
+    def __init__(self, message: str, body: bytes, *, stream: bool, wait_s: float) -> None:
+        super().__init__(message)
         self.body = body
         """What had arrived when the call was cut (a partial body: never metered)."""
         self.stream = stream
@@ -80,20 +83,45 @@ class ResponseTooLong(Exception):
         """Seconds from queueing the call to the cut."""
 
 
-class ResponseTooLarge(Exception):
-    """A success answer grew past the bytes one call may bring back (it was cut).
+class ResponseTooLong(CutAnswer):
+    """The upstream answered in time but was still sending when the response bound ran out.
 
-    The agent asked for more than the harness keeps of one answer (many choices, long
-    log-probabilities): its overspending, like a completion past the response bound.
+    The completion the agent asked for takes longer than the release's
+    ``response_seconds`` (not a fault of the provider, which was answering).
     """
 
+    code = "response_seconds"
+
+    def __init__(self, bound: float, body: bytes, *, stream: bool, wait_s: float) -> None:
+        super().__init__(
+            f"the completion was still arriving when the upstream's {bound:g}s response bound "
+            "(response_seconds) ran out, and was cut: ask for a shorter completion "
+            "(max_tokens)",
+            body,
+            stream=stream,
+            wait_s=wait_s,
+        )
+        self.bound = bound
+
+
+class ResponseTooLarge(CutAnswer):
+    """A success answer grew past :data:`RESPONSE_BYTES` and was cut.
+
+    The agent asked for more than the harness keeps of one answer (many choices, long
+    log-probabilities).
+    """
+
+    code = "response_bytes"
+
     def __init__(self, limit: int, body: bytes, *, stream: bool, wait_s: float) -> None:
-        super().__init__(f"the answer grew past {limit} bytes")
+        super().__init__(
+            f"the answer grew past {limit} bytes (RESPONSE_BYTES) and was cut: ask for less "
+            "(n, max_tokens, logprobs)",
+            body,
+            stream=stream,
+            wait_s=wait_s,
+        )
         self.limit = limit
-        self.body = body
-        """The first ``limit`` bytes (never metered)."""
-        self.stream = stream
-        self.wait_s = wait_s
 
 
 class _TooBig(Exception):
