@@ -5,7 +5,6 @@ real gateway and a real scripted upstream on loopback, locally and over the Dask
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import threading
 import time
@@ -447,25 +446,30 @@ def test_union_of_intervals() -> None:
     assert union_seconds([(0, 10), (2, 3)]) == 10.0
 
 
+@contextlib.contextmanager
+def _over_link(spec: Any) -> Iterator[RemoteSession]:
+    """A Dask worker's end of a phase of ``spec``'s trial, over a real link (closed after)."""
+    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
+    try:
+        link = gw.serve_link(_scope(spec), "127.0.0.1")
+        up = spec.release.upstream
+        assert up is not None
+        yield RemoteSession(link, spec.key, 1, up)
+    finally:
+        gw.close()
+
+
 def test_a_settled_session_says_so_locally_and_over_the_link(
     make_case, make_spec, upstream
 ) -> None:
     spec = _spec(make_spec, make_case("limits: {turns: 1}\n"), upstream)
-    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
-    try:
-        link = gw.serve_link(_scope(spec), "127.0.0.1")
-        spec = dataclasses.replace(spec, gateway_link=link)
-        up = spec.release.upstream
-        assert up is not None
-        remote = RemoteSession(link, spec.key, 1, up)
+    with _over_link(spec) as remote:
         body = _body(0)
         assert _request(remote.socket_path, remote.token, body)[0] == 200
         assert not remote.settled.is_set()
         assert _request(remote.socket_path, remote.token, body)[0] == 403  # over 1 turn
         assert remote.settled.is_set()
         assert remote.close().budget is not None
-    finally:
-        gw.close()
 
 
 def test_a_call_cut_at_the_response_bound_settles_the_trial_over_the_link(
@@ -474,18 +478,11 @@ def test_a_call_cut_at_the_response_bound_settles_the_trial_over_the_link(
     """A Dask worker's agent asks for a completion that streams 6 s under a 2 s bound."""
     upstream.script.fault, upstream.script.slow_seconds = "trickle", 6.0
     spec = _spec(make_spec, make_case(), upstream, response_seconds=2)
-    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
-    try:
-        link = gw.serve_link(_scope(spec), "127.0.0.1")
-        up = spec.release.upstream
-        assert up is not None
-        remote = RemoteSession(link, spec.key, 1, up)
+    with _over_link(spec) as remote:
         status, doc = _request(remote.socket_path, remote.token, _body(0, stream=True))
         assert (status, doc["error"]["code"]) == (403, "response_seconds"), doc
         assert remote.settled.is_set()
         usage = remote.close()
-    finally:
-        gw.close()
     assert usage.fault is None and usage.budget and "response_seconds" in usage.budget
 
 
@@ -494,16 +491,9 @@ def test_concurrent_calls_over_the_link_share_one_reservation(
 ) -> None:
     upstream.script.completion_tokens = 60
     spec = _spec(make_spec, make_case("limits: {tokens: 200}\n"), upstream)
-    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
-    try:
-        link = gw.serve_link(_scope(spec), "127.0.0.1")
-        up = spec.release.upstream
-        assert up is not None
-        remote = RemoteSession(link, spec.key, 1, up)
+    with _over_link(spec) as remote:
         _at_once(12, lambda i: _request(remote.socket_path, remote.token, _body(i, max_tokens=60)))
         usage = remote.close()
-    finally:
-        gw.close()
     served_in, served_out = _served_tokens(upstream)
     assert served_out <= 200
     assert served_in + served_out <= 200 + max(s.input_tokens for s in upstream.served)
@@ -546,12 +536,7 @@ def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
     """Under Dask the coordinator's session keeps the transcript: the bound holds there,
     and the worker learns that the trial is settled from the reply."""
     spec = _spec(make_spec, make_case(""), upstream)
-    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
-    try:
-        link = gw.serve_link(_scope(spec), "127.0.0.1")
-        up = spec.release.upstream
-        assert up is not None
-        remote = RemoteSession(link, spec.key, 1, up)
+    with _over_link(spec) as remote:
         bad = {**_body(0), "model": "not-the-model"}
         for _ in range(REFUSED_CALLS):
             assert _request(remote.socket_path, remote.token, bad)[0] == 400
@@ -561,8 +546,6 @@ def test_refused_calls_past_the_bound_settle_the_trial_over_the_link(
         assert remote.settled.is_set()
         usage = remote.close()
         assert usage.budget is not None and len(usage.calls) == REFUSED_CALLS
-    finally:
-        gw.close()
 
 
 def test_a_call_still_on_the_link_when_the_phase_ends_is_never_a_fault(
@@ -574,12 +557,7 @@ def test_a_call_still_on_the_link_when_the_phase_ends_is_never_a_fault(
     budget's fail became infra_error (BLOCKED). A call that races the phase's end is the
     ended phase's; the trial stays the agent's budget."""
     spec = _spec(make_spec, make_case("limits: {turns: 1}\n"), upstream)
-    gw = Gateway(keys={"TRIAL_KEY": TRIAL_KEY})
-    try:
-        link = gw.serve_link(_scope(spec), "127.0.0.1")
-        up = spec.release.upstream
-        assert up is not None
-        remote = RemoteSession(link, spec.key, 1, up)
+    with _over_link(spec) as remote:
         assert _request(remote.socket_path, remote.token, _body(0))[0] == 200
         status, _ = _request(remote.socket_path, remote.token, _body(1))
         assert status == 403 and remote.settled.is_set()  # turn 2 of 1: the agent's budget
@@ -594,8 +572,6 @@ def test_a_call_still_on_the_link_when_the_phase_ends_is_never_a_fault(
 
         remote._post = close_then_a_late_call  # type: ignore[method-assign]
         usage = remote.close()
-    finally:
-        gw.close()
     assert late == [401]
     assert usage.fault is None and usage.budget is not None, usage
 
