@@ -373,6 +373,7 @@ def test_calls_waiting_for_an_upstream_slot_at_phase_end_are_never_sent(gateway:
     paid = [c for c in usage.calls if c.status == 200]
     assert len(paid) == 1 and usage.input_tokens == up.served[0].input_tokens
     assert sorted(c.refused or "" for c in usage.calls) == ["", "token", "token"]
+    assert usage.turns == 1  # the two never sent are not turns (red team round eighteen)
 
 
 def test_calls_waiting_for_the_rate_limit_at_phase_end_are_refused_at_once(

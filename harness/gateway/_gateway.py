@@ -353,7 +353,10 @@ class Session:
                 self._fault(str(fault))
             return self._refused(call, 502, f"upstream fault: {fault}", "upstream", turn=turn)
         except _PhaseEnded:
-            return self._refused(call, 401, _ENDED, "token", turn=turn)
+            # Never sent: not a turn (turns count forwarded calls).
+            with self._lock:
+                self._meter.turns -= 1
+            return self._refused(call, 401, _ENDED, "token")
         except CutAnswer as cut:
             return self._cut(call, cut, turn)
         return self._metered(call, answer, turn, g)
