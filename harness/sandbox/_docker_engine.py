@@ -221,7 +221,9 @@ def prune(
     gone_c: list[str] = []
     gone_v: list[str] = []
     with docker_engine("pruning harness containers"):
-        for c in client.containers.list(all=True, filters=flt):
+        # A container removed between the list and its inspection (another sweep, a run
+        # closing its sessions) is what a sweep wants: skipped, never an error.
+        for c in client.containers.list(all=True, filters=flt, ignore_removed=True):
             if doomed(c.labels, c.attrs.get("Created", "")):
                 with contextlib.suppress(docker.errors.NotFound):
                     c.remove(force=True)

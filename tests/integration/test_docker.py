@@ -311,6 +311,27 @@ def test_close_and_prune_leave_no_labelled_objects(client: Any, volumes: DockerS
 
 @pytest.mark.docker
 @pytest.mark.integration
+def test_a_container_removed_while_prune_lists_it_is_no_error(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI: a run's sweep found a container that another process removed before the sweep
+    inspected it; the engine's "no such container" blocked the run (exit 4)."""
+    run = f"pytest-gone-{os.getpid()}-{time.time_ns()}"
+    ctr = client.containers.create(DEFAULT_IMAGE, ["true"], labels={LABEL: "1", "harness.run": run})
+    inspect = client.api.inspect_container
+
+    def removed_first(cid: str) -> Any:  # the real engine, with the other process first
+        client.api.remove_container(cid, force=True)
+        return inspect(cid)
+
+    monkeypatch.setattr(client.api, "inspect_container", removed_first)
+    assert prune(client, orphans_only=False, run_id=run).containers == ()
+    monkeypatch.undo()
+    assert ctr.id not in {c.id for c in client.containers.list(all=True)}
+
+
+@pytest.mark.docker
+@pytest.mark.integration
 @pytest.mark.parametrize("files", ["host", "volumes"])
 def test_a_tree_whose_links_climb_out_is_put_as_it_is(
     client: Any, files: str, tmp_path: Path
