@@ -208,7 +208,7 @@ def test_upstream_faults_are_infrastructure(
         assert len(scripted.served) == 2  # one call plus one bounded retry
         # ... after a backoff (urllib3's own first retry is immediate: a provider's rate
         # limit refused it as well).
-        assert scripted.arrivals[1] - scripted.arrivals[0] > 0.4
+        assert scripted.arrivals[1] - scripted.arrivals[0] > 0.25  # 0.5 s, with margin
 
 
 def test_stream_cut_short_is_infrastructure(gateway: Gateway, scripted: ScriptedUpstream) -> None:
@@ -452,12 +452,12 @@ def test_a_phase_opens_once_its_lease_is_free() -> None:
 
 
 def test_a_lease_handed_over_keeps_its_rate_spacing_and_waits_before_the_agent() -> None:
-    """60 a minute on one slot: a call a second, across phases. The next phase's first call
+    """30 a minute on one slot: a call every 2 s, across phases. The next phase's first call
     does not go out at once after the last phase's (a provider counting a minute would
     refuse it), and the wait is the lease's, before its agent's clock: its call is quick."""
     gw = Gateway(keys={"SCRIPTED_KEY": KEY})
     with gw.serving(), ScriptedUpstream(Script(["ls"])) as up:
-        spec = upstream_spec(up, concurrency=1, requests_per_minute=60)
+        spec = upstream_spec(up, concurrency=1, requests_per_minute=30)
         with gw.open_session("a", spec, Limits()) as a:
             for i in range(2):
                 assert _request(a.socket_path, a.token, _chat(history=i))[0] == 200
@@ -468,8 +468,8 @@ def test_a_lease_handed_over_keeps_its_rate_spacing_and_waits_before_the_agent()
             assert _request(b.socket_path, b.token, _chat())[0] == 200
             called = time.monotonic() - t1
     gaps = [b - a for a, b in itertools.pairwise(up.arrivals)]
-    assert len(gaps) == 2 and min(gaps) > 0.7, gaps
-    assert opened > 0.5 and called < 0.5, (opened, called)
+    assert len(gaps) == 2 and min(gaps) > 1.4, gaps  # 2 s apart (margin for busy cores)
+    assert opened > 1.0 and called < 1.0, (opened, called)
 
 
 def test_two_releases_calling_one_account_share_its_slots() -> None:

@@ -249,11 +249,11 @@ def test_model_replay_with_the_upstream_stopped_gives_identical_candidates(
 def test_waiting_for_another_trials_lease_is_not_the_trials_retry_budget(
     make_case, make_spec, upstream
 ) -> None:
-    """Red team round eighteen: a trial waited 2 s for the lease another trial's phase held,
-    inside its agent step, and its correction attempt was refused for a 1.5 s retry budget
+    """Red team round eighteen: a trial waited 4 s for the lease another trial's phase held,
+    inside its agent step, and its correction attempt was refused for a retry budget
     its own attempts never spent. The wait is the trial's ``lease`` step now."""
     spec = _spec(make_spec, make_case(), upstream)
-    retry = RetryPolicy(max_attempts=2, wall_seconds=1.5)
+    retry = RetryPolicy(max_attempts=2, wall_seconds=3.0)
     spec = dataclasses.replace(spec, release=spec.release.model_copy(update={"retry": retry}))
     assert spec.release.upstream is not None
     attempts = iter([False, True])  # the first attempt leaves the bug, the second fixes it
@@ -264,7 +264,7 @@ def test_waiting_for_another_trials_lease_is_not_the_trials_retry_budget(
     gateway = Gateway(keys={"TRIAL_KEY": KEY})
     with gateway.serving():
         other = gateway.open_session("other-trial", spec.release.upstream, Limits())
-        releaser = threading.Timer(2.0, other.close)
+        releaser = threading.Timer(4.0, other.close)
         releaser.start()
         try:
             out = run_trial(spec, FakeSandbox(handler(agent)))
@@ -273,5 +273,5 @@ def test_waiting_for_another_trials_lease_is_not_the_trials_retry_budget(
     rec = out.record
     outcomes = [a.verdict.outcome for a in rec.attempts]
     assert outcomes == [Outcome.FAIL, Outcome.PASS], rec.stop_reason
-    assert rec.steps is not None and rec.steps.lease > 1.5
-    assert rec.steps.agent < 1.5  # the wait is not in the agent's step
+    assert rec.steps is not None and rec.steps.lease > 3.0
+    assert rec.steps.agent < 3.0  # the wait is not in the agent's step
