@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +36,14 @@ from harness.trial.validate import ValidationResult, validate_case
 if TYPE_CHECKING:
     from harness.planning import PlannedRun
 
-__all__ = ["PREFLIGHT_DIR", "preflight", "preflight_run", "red_problem", "validate_in_envs"]
+__all__ = [
+    "PREFLIGHT_DIR",
+    "preflight",
+    "preflight_run",
+    "proof_seconds",
+    "red_problem",
+    "validate_in_envs",
+]
 
 PREFLIGHT_DIR = "preflight"
 # pytest/unittest wording for "the tests never ran": a module that cannot be imported.
@@ -75,6 +83,12 @@ def _key(lc: LoadedCase, env_digest: str, backend: str, image: str | None) -> st
     )
 
 
+def _stamp_path(
+    folder: Path, lc: LoadedCase, env_digest: str, backend: str, image: str | None
+) -> Path:
+    return folder / f"{short(_key(lc, env_digest, backend, image), 32)}.json"
+
+
 def preflight(
     cases: Sequence[LoadedCase],
     envs: PreparedEnvs,
@@ -106,21 +120,23 @@ def preflight(
         if env is None or case.lane != "exec" or case.expect != "change":
             continue
         image = images.get(lc.id)
-        stamp = folder / f"{short(_key(lc, env.digest, backend, image), 32)}.json"
+        stamp = _stamp_path(folder, lc, env.digest, backend, image)
         if not stamp.is_file():
             todo.append((lc, image, stamp))
 
-    def prove(lc: LoadedCase, image: str | None) -> ValidationResult:
+    def prove(lc: LoadedCase, image: str | None) -> tuple[ValidationResult, float]:
         env = envs.cases[lc.id]
         if on_case is not None:  # when its proof starts (the callback must be thread-safe)
             on_case(lc.id, env.digest)
-        return validate_case(lc, sandbox, downgrade, environment=env, image=image)
+        started = time.monotonic()
+        result = validate_case(lc, sandbox, downgrade, environment=env, image=image)
+        return result, time.monotonic() - started
 
-    results: list[ValidationResult] = []
+    results: list[tuple[ValidationResult, float]] = []
     workers = max(1, min(jobs, len(todo)))
     queue = iter(todo)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
-        running: deque[Future[ValidationResult]] = deque()
+        running: deque[Future[tuple[ValidationResult, float]]] = deque()
 
         def fill() -> None:  # at most ``workers`` proofs started and not yet read
             while len(running) < workers and (nxt := next(queue, None)) is not None:
@@ -129,15 +145,15 @@ def preflight(
         fill()
         while running:  # read in case order; after a failure nothing new starts
             results.append(running.popleft().result())
-            if _problem(results[-1]) is not None:
+            if _problem(results[-1][0]) is not None:
                 break
             fill()
     done: list[str] = []
-    for (lc, image, stamp), result in zip(todo, results, strict=False):  # up to a failure
+    for (lc, image, stamp), (result, took) in zip(todo, results, strict=False):  # to a failure
         problem = _problem(result)
         if problem is not None:
             raise _refusal(lc, envs.cases[lc.id], result, problem)
-        _stamp(stamp, lc, envs.cases[lc.id].digest, backend, image, result)
+        _stamp(stamp, lc, envs.cases[lc.id].digest, backend, image, result, took)
         done.append(lc.id)
     return done
 
@@ -166,8 +182,13 @@ def _stamp(
     backend: str,
     image: str | None,
     result: ValidationResult,
+    seconds: float,
 ) -> None:
-    """Cache one pair's proof (written whole, then renamed into place)."""
+    """Cache one pair's proof (written whole, then renamed into place).
+
+    ``seconds``: how long the proof (two verifier runs) took; the run schedules its longest
+    cases first with it (:func:`proof_seconds`).
+    """
     stamp.parent.mkdir(parents=True, exist_ok=True)
     part = stamp.with_suffix(".part")
     part.write_text(
@@ -181,6 +202,7 @@ def _stamp(
                 "image": image,
                 "red": result.red.reason if result.red else None,
                 "green": result.green.reason if result.green else None,
+                "proof_seconds": round(seconds, 3),
             },
             indent=2,
             sort_keys=True,
@@ -227,6 +249,29 @@ def validate_in_envs(
             )
         out.append(result)
     return out
+
+
+def proof_seconds(project: Project, plan: PlannedRun) -> dict[str, float]:
+    """How long each case's cached red/green proof took, for the run's backend and images.
+
+    A case whose proof is not cached, or was cached before proofs were timed, is left out.
+    The run starts its longest cases first (:func:`harness.run.execute`).
+    """
+    folder = project.store_dir / PREFLIGHT_DIR
+    images = plan.record.system.case_images or {}
+    found: dict[str, float] = {}
+    for lc in plan.cases:
+        env = plan.envs.cases.get(lc.id)
+        if env is None:
+            continue
+        stamp = _stamp_path(folder, lc, env.digest, plan.record.backend, images.get(lc.id))
+        try:
+            seconds = json.loads(stamp.read_text()).get("proof_seconds")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
+            found[lc.id] = float(seconds)
+    return found
 
 
 def preflight_run(

@@ -12,10 +12,11 @@ again; only the coordinator writes records.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +54,23 @@ def execute(
     executor: Executor,
     *,
     on_record: Callable[[RunRecord, bool], None] | None = None,
+    expected: Mapping[str, float] | None = None,
 ) -> tuple[int, int]:
-    """Run the specs not yet recorded, in the run's seeded interleaved order.
+    """Run the specs not yet recorded: longest cases first, each case's trials interleaved.
+
+    ``expected``: seconds per case id (:func:`harness.preflight.proof_seconds`); cases
+    without a figure go first, as the longest may be among them. Longest first keeps
+    workers busy to the end (a long trial started last leaves the others idle). Within a
+    case the trials of both arms run in the run's seeded random order, so whatever drifts
+    while they run drifts for both arms of that case alike.
 
     Returns (trials run now, trials already recorded and skipped).
     """
     done = handle.done()
     todo = [s for s in specs if s.key.slug() not in done]
     random.Random(handle.record.seed).shuffle(todo)
+    if expected:
+        todo.sort(key=lambda s: -expected.get(s.key.case_id, math.inf))  # stable: seeded within
     ran = 0
     output: TrialOutput
     for output in executor.run(todo):
@@ -313,7 +323,10 @@ def run_release(
             open_pool(store, plan.pool_key)
         with gateway, store.open_run(plan.record) as handle:
             obs.started(plan, handle.run_id, len(handle.done()))
-            execute(handle, plan.specs, executor, on_record=obs.trial_finished)
+            from harness.preflight import proof_seconds
+
+            expected = proof_seconds(project, plan)
+            execute(handle, plan.specs, executor, on_record=obs.trial_finished, expected=expected)
             extra = flaky_rerun_specs(plan, store, project)
             if extra:
                 done = handle.done()
@@ -321,7 +334,7 @@ def run_release(
                     len(plan.specs) + len(extra),
                     len(plan.specs) + sum(s.key.slug() in done for s in extra),
                 )
-                execute(handle, extra, executor, on_record=obs.trial_finished)
+                execute(handle, extra, executor, on_record=obs.trial_finished, expected=expected)
             decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
     finally:
         executor.close()

@@ -8,7 +8,9 @@ under test.
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -94,3 +96,35 @@ def test_the_first_failing_pair_in_case_order_is_reported(
     assert len(stamps) == 1 and '"case": "c0"' in stamps[0]  # what passed before it is kept
     if jobs == 1:
         assert started == ["c0", "c1"]  # one at a time: nothing after the failure starts
+
+
+def test_each_proof_is_timed_and_read_back_for_scheduling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run starts its longest cases first from these figures (tests/test_run_order.py)."""
+
+    def prove(lc, sandbox, downgrade, *, environment, image):
+        time.sleep(0.3 if lc.id == "c1" else 0.0)
+        return _ok(lc.id)
+
+    monkeypatch.setattr(pf, "validate_case", prove)
+    cases, envs = _setup(3)
+    _run(tmp_path, cases, envs, jobs=1)
+    record = SimpleNamespace(backend="local", system=SimpleNamespace(case_images=None))
+    plan = SimpleNamespace(cases=cases, envs=envs, record=record)
+    project = SimpleNamespace(store_dir=tmp_path)
+    seconds = pf.proof_seconds(project, plan)  # type: ignore[arg-type]
+    assert set(seconds) == {"c0", "c1", "c2"}
+    assert seconds["c1"] >= 0.3 > max(seconds["c0"], seconds["c2"])
+    # Another backend's proofs are not this run's; a stamp without a figure (written before
+    # proofs were timed) or unreadable is left out, never an error.
+    other = SimpleNamespace(
+        cases=cases, envs=envs, record=SimpleNamespace(backend="docker", system=record.system)
+    )
+    assert pf.proof_seconds(project, other) == {}  # type: ignore[arg-type]
+    stamps = sorted((tmp_path / pf.PREFLIGHT_DIR).glob("*.json"))
+    old = json.loads(stamps[0].read_text())
+    del old["proof_seconds"]
+    stamps[0].write_text(json.dumps(old))
+    stamps[1].write_text("{not json")
+    assert len(pf.proof_seconds(project, plan)) == 1  # type: ignore[arg-type]
