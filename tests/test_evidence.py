@@ -6,14 +6,18 @@ import hashlib
 import hmac
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.trial.evidence import _TAKEN as TAKEN
 from harness.trial.evidence import check_reports, parse_stream, read_keys, strip_stream
 from harness.trial.runner_guard import canary_token
 
 NONCE = "n0nce"
 KEY = bytes(range(32))
+KEY2 = bytes(range(32, 64))
+"""A second pytest process's key (each guarded process makes its own)."""
 PATH = "/workspace/reports/junit.xml"
 CANARY = f"::harness_canary_{canary_token(NONCE)}"
 
@@ -25,8 +29,19 @@ def signed(body: bytes, key: bytes = KEY) -> bytes:
     return b"\n@@harness:" + tag + b"@@ " + body + b" " + mac + b"\n"
 
 
+_PLACES: dict[bytes, int] = {}
+
+
+@pytest.fixture(autouse=True)
+def _places_start_at_zero() -> None:
+    _PLACES.clear()
+
+
 def rec(key: bytes = KEY, **fields: object) -> bytes:
-    return signed(json.dumps(fields).encode(), key)
+    """The next record of ``key``'s process (its place in the sequence comes first)."""
+    place = _PLACES.get(key, 0)
+    _PLACES[key] = place + 1
+    return signed(json.dumps({"q": place, **fields}).encode(), key)
 
 
 def stream(*tests: tuple[str, str], end: bool = True, canary: str = "failed") -> bytes:
@@ -54,7 +69,7 @@ def report(*cases: tuple[str, str]) -> bytes:
 
 def problems(err: bytes, data: bytes | None, *, pytest_command: bool = True) -> list[str]:
     return check_reports(
-        parse_stream(err, [KEY]), {PATH: data}, NONCE, pytest_command=pytest_command
+        parse_stream(err, [KEY, KEY2]), {PATH: data}, NONCE, pytest_command=pytest_command
     )
 
 
@@ -104,22 +119,26 @@ def test_a_record_under_another_key_is_tampering_even_beside_a_true_stream() -> 
         assert any("did not leave in the harness's drop box" in p for p in found), found
 
 
-def _run_records(run: str, *, end: bool = True, junit: str = PATH) -> list[bytes]:
-    out = [rec(k="start", run=run, junit=junit, dir="/workspace"), rec(k="n", run=run, n=2)]
+def _run_records(run: str, *, end: bool = True, junit: str = PATH, key: bytes = KEY) -> list[bytes]:
+    out = [
+        rec(key, k="start", run=run, junit=junit, dir="/workspace"),
+        rec(key, k="n", run=run, n=2),
+    ]
     for test_id, outcome in (("t.m::a", "passed"), (CANARY, "failed")):
         for when in ("setup", "call", "teardown"):
             o = outcome if when == "call" else "passed"
-            out.append(rec(k="t", run=run, id=test_id, when=when, o=o))
-    return out + ([rec(k="end", run=run, exit=0)] if end else [])
+            out.append(rec(key, k="t", run=run, id=test_id, when=when, o=o))
+    return out + ([rec(key, k="end", run=run, exit=0)] if end else [])
 
 
 def test_a_run_cut_short_and_followed_by_another_writing_its_report_is_tampering() -> None:
     """An outside red team replaced the test process mid-collection with a pytest of its own
     (gutted copies of the tests) that wrote the report: the first run never ended."""
     ok = report(("t.m::a", "passed"))
-    first, second = _run_records("r1", end=False)[:2], _run_records("r2")
+    first, second = _run_records("r1", end=False)[:2], _run_records("r2", key=KEY2)
     found = problems(b"".join(first + second), ok)
     assert any("started never ended" in p for p in found), found
+    _PLACES.clear()
     assert problems(b"".join(_run_records("r1")), ok) == []
 
 
@@ -128,11 +147,12 @@ def test_a_second_run_writing_a_report_is_tampering_after_or_during_the_first() 
     wrapper's later step (candidate code) ran a complete pytest of its own over gutted
     tests, with the secret the wrapper keeps, writing the same report."""
     ok = report(("t.m::a", "passed"))
-    a, b = _run_records("r1"), _run_records("r2")
+    a, b = _run_records("r1"), _run_records("r2", key=KEY2)
     for stream_ in (a + b, a[:3] + b + a[3:]):  # one after the other; one inside the other
         found = problems(b"".join(stream_), ok)
         assert any("2 test runs wrote this report" in p for p in found), found
-    other = _run_records("r2", junit="/workspace/reports/other.xml")
+    _PLACES.pop(KEY2)  # another process of the second key
+    other = _run_records("r2", junit="/workspace/reports/other.xml", key=KEY2)
     assert problems(b"".join(a + other), ok) == []  # one report each: as before
 
 
@@ -163,7 +183,7 @@ def test_guard_records_and_forged_records_are_tampering() -> None:
     )
     assert "gc.get_objects at calc.py:3" in problems(err, ok)[0]
     forged = stream(("t.m::a", "passed")) + signed(b"{not json")
-    assert "forged or malformed" in problems(forged, ok)[0]
+    assert any("forged or malformed" in p for p in problems(forged, ok))
     after_end = stream(("t.m::a", "passed")) + rec(
         k="t", run="r", id="t.m::z", when="call", o="passed"
     )
@@ -214,3 +234,29 @@ def test_a_run_is_finished_only_under_the_key_that_started_it() -> None:
     )
     assert any("forged or malformed" in p for p in found), found
     assert any("ended before the run did" in p for p in found), found
+
+
+def test_a_record_taken_off_the_stream_or_put_back_elsewhere_is_tampering() -> None:
+    """The test process can open the stream's pipe again for reading (/proc/self/fd) and take
+    records back off it before the harness reads them (tests/test_runner_guard.py does it
+    for real): each process numbers its records, and a gap or a swap is seen."""
+    ok = report(("t.m::a", "passed"))
+    head = [rec(k="start", run="r", junit=PATH, dir="/workspace"), rec(k="n", run="r", n=2)]
+    walk = rec(k="x", pid=3, what="audit: gc.get_objects", where="lib.py:3")
+    tests = [
+        rec(k="t", run="r", id=test_id, when=when, o="failed" if test_id == CANARY else "passed")
+        for test_id in ("t.m::a", CANARY)
+        for when in ("setup", "call", "teardown")
+    ]
+    honest = [*head, walk, *tests, rec(k="end", run="r", exit=0)]
+    assert any("gc.get_objects" in p for p in problems(b"".join(honest), ok))
+    assert not any("taken off" in p for p in problems(b"".join(honest), ok))
+    taken = honest[:2] + honest[3:]  # the walk's record taken back
+    assert problems(b"".join(taken), ok) == [
+        f"the harness guard saw tampering in the test process: {TAKEN}"
+    ]
+    late = [*taken, walk]  # ... or put back after the end
+    assert any("taken off the evidence stream" in p for p in problems(b"".join(late), ok))
+    other = _run_records("r2", junit="/workspace/reports/other.xml", key=KEY2)
+    mixed = [r for pair in zip(honest, other, strict=False) for r in pair] + honest[len(other) :]
+    assert not any("taken off" in p for p in problems(b"".join(mixed), ok))  # two processes

@@ -10,7 +10,10 @@ back by code that runs later in the process (an exit handler, a rewritten report
 
 Records (``@@harness:<tag>@@ {json} <mac>``: a public tag derived from the writing process's
 key, and an HMAC-SHA256 of the JSON under that key, which no record carries, so code that
-reads the records on their way out cannot change them or make new ones). Each guarded pytest
+reads the records on their way out cannot change them or make new ones). Each record's JSON
+starts with its place in its process's sequence (``q``: 0, 1, 2, ...): the test process can
+open the stream's pipe again for reading and take a record back off it before the harness
+reads it, and the gap, or a record put back out of its place, is tampering. Each guarded pytest
 process makes its own key before any code the candidate wrote runs and leaves it in the
 harness's drop box (:meth:`~harness.sandbox.base.SandboxSession.make_drop_box`: a folder the
 sandboxed user may add a file to but never list); no environment, descriptor or other
@@ -435,12 +438,19 @@ def _install():
     getframe = _sys._getframe
     write = _os.write
     pid = _os.getpid
-    state = [False, 0]
+    state = [False, 0, 0]  # in a record; tampering records written; records written
 
     def out(rec):
         if not span:
             return  # no key (a pytest a test started): nothing to write records under
-        body = encode(rec).encode("utf-8", "surrogatepass")
+        # Each record carries its place in this process's sequence, under the MAC: code
+        # that opens the stream's pipe again for reading (/proc/self/fd) and takes a record
+        # back off it leaves a gap the harness sees, or a record out of its place.
+        text = encode(rec)
+        place = '{"q":' + int.__repr__(state[2])
+        state[2] += 1
+        text = place + ("}" if text == "{}" else "," + text[1:])
+        body = text.encode("utf-8", "surrogatepass")
         for i in span:
             sec[i] ^= key[i]
         try:
@@ -1657,6 +1667,10 @@ class Stream:
 _ANY_MARKER = b"@@harness:"
 _TAGGED = re.compile(rb"@@harness:[0-9a-f]{32}@@ ")
 _FOREIGN = "a stream record under a key the guard did not leave in the harness's drop box"
+_TAKEN = (
+    "a guard record was taken off the evidence stream, or put back out of its place "
+    "(a gap in its process's sequence)"
+)
 KEY_BYTES = 32
 """A guard's key: random bytes, left in the drop box as lowercase hex."""
 
@@ -1698,6 +1712,7 @@ def parse_stream(stderr: bytes, keys: Iterable[bytes]) -> Stream:
     """
     stream = Stream()
     markers = {_marker(k): k for k in keys}
+    places = dict.fromkeys(markers.values(), 0)  # each key's next record
     count = 0
     for line in stderr.split(b"\n"):
         at = line.find(_ANY_MARKER)
@@ -1720,6 +1735,12 @@ def parse_stream(stderr: bytes, keys: Iterable[bytes]) -> Stream:
             rec = loads_json(body)  # lone surrogates become U+FFFD
             if not isinstance(rec, dict):
                 raise ValueError
+            place = rec.get("q")
+            if type(place) is not int:
+                raise ValueError("a record without its place in its process's sequence")
+            if place != places[key] and _TAKEN not in stream.tampering:
+                stream.tampering.append(_TAKEN)
+            places[key] = place + 1
             _apply(stream, rec, key)
         except (ValueError, TypeError, KeyError, RecursionError):
             stream.malformed += 1
