@@ -481,6 +481,68 @@ def test_a_record_taken_back_off_the_stream_is_tampering(tmp_path):
     assert any("taken off" in p for p in problems), problems  # ... and that is seen
 
 
+# Red team round nineteen's PASS without a fix (both backends, the whole bundled gate):
+# the payload is compiled under the installed pytest's own file name through a standard
+# library trampoline, so the frame that installs the tracer looked like pytest's, and the
+# tracer jumps over the line of pytest that calls the test: no test body runs, every
+# report is pytest's own "passed".
+TRACER_UNDER_A_BORROWED_NAME = '''
+X = 1
+
+
+def _settle():
+    import code, importlib, sys
+    host = importlib.import_module("_pytest.python").__file__
+    src = """
+def _arm(sys, host):
+    import linecache
+    def lt(frame, event, arg):
+        if event == "line" and "result = testfunction(" in linecache.getline(host, frame.f_lineno):
+            item = frame.f_locals.get("pyfuncitem")
+            if item is not None and item.nodeid.startswith("tests/"):
+                n = frame.f_lineno
+                while "return True" not in linecache.getline(host, n):
+                    n += 1
+                frame.f_lineno = n
+        return lt
+    def gt(frame, event, arg):
+        co = frame.f_code
+        if event == "call" and co.co_name == "pytest_pyfunc_call" and co.co_filename == host:
+            return lt
+        return None
+    sys.settrace(gt)
+"""
+    ns = {}
+    code.InteractiveInterpreter(ns).runsource(src, host, "exec")
+    ns["_arm"](sys, host)
+
+
+_settle()
+'''
+
+
+def test_a_tracer_installed_by_code_under_a_borrowed_file_name_is_tampering(tmp_path):
+    done, _, _, problems = _run(tmp_path, TRACER_UNDER_A_BORROWED_NAME)
+    assert done.returncode == 0, done.stdout  # test_x's body never ran: "passed" ...
+    assert any("audit: sys.settrace" in p for p in problems), problems  # ... and it is seen
+
+
+CTYPES_UNDER_A_BORROWED_NAME = """
+X = 2
+import code, importlib, sys
+_host = importlib.import_module("_pytest.python").__file__
+code.InteractiveInterpreter({}).runsource(
+    "import ctypes, sys\\nctypes.c_char.from_address(id(sys))\\n", _host, "exec"
+)
+"""
+
+
+def test_ctypes_from_code_under_a_borrowed_file_name_is_tampering(tmp_path):
+    done, _, _, problems = _run(tmp_path, CTYPES_UNDER_A_BORROWED_NAME)
+    assert done.returncode == 0, done.stdout
+    assert any("audit: ctypes.cdata" in p for p in problems), problems
+
+
 def test_no_signal_handler_can_be_installed_in_the_test_process(tmp_path):
     probe = (
         "import errno, signal, subprocess, sys\nfrom lib import REFUSED\n\n"

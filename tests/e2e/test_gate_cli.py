@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 
 
 def _promote_good(project) -> None:
-    assert harness(project, "run", "--release", "good", "--k", "2", "--no-report").returncode == 0
+    done = harness(project, "run", "--release", "good", "--k", "2", "--no-report")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     done = harness(project, "baseline", "promote", "latest", "--name", "prod")
     assert done.returncode == 0, done.stderr
     assert (project / "baselines" / "prod" / "baseline.json").is_file()
