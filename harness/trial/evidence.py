@@ -1262,7 +1262,9 @@ def _snap_globals(items):
         _GLOBALS[id(mod)] = (mod, dict(d))
         own = _module_names(mod)
         for key, value in list(d.items()):
-            if own and key not in own and not key.startswith("__") and not _benign(value):
+            if own and key not in own and not key.startswith("__") and not (
+                _own_binding(value) if key in _BUILTIN_NAMES else _benign(value)
+            ):
                 _x("test module %s has %s, set by code from %s (not its own)"
                    % (mod.__name__, key, _where(value)))
 
@@ -1282,10 +1284,23 @@ def _check_globals(item):
         old = before.get(key, _MISSING)
         if old is value or key.startswith("__"):
             continue
-        if isinstance(value, _SIMPLE) and key not in _BUILTIN_NAMES:
-            continue
-        if not _benign(value):
+        if key not in _BUILTIN_NAMES and (old is _MISSING or isinstance(old, _SIMPLE)):
+            continue  # a name the module's tests may set as they run (``global``)
+        if not _own_binding(value):
             _x("test module %s: %s rebound by code from %s" % (mod.__name__, key, _where(value)))
+
+
+def _own_binding(value):
+    """Tell whether a test module's name that held code, a class or a module may now hold
+    ``value`` (deny by default): only code of a file the run cannot change, or a class made
+    of such code. A builtin (``tuple`` for a helper), an object of a built-in type (a
+    namespace for a module alias) or data (a shorter list for a parameter table) rebound
+    there turns a strong test weak (red team round twenty)."""
+    if _code_of(value) is not None:
+        return _verified(value)
+    if isinstance(value, type) and value.__flags__ & (1 << 9):  # a class Python code made
+        return _benign(value)
+    return False
 
 
 def _check_tests(items):
