@@ -577,10 +577,10 @@ def test_a_test_modules_helper_or_alias_rebound_to_a_builtin_is_tampering(tmp_pa
 
 def test_a_test_module_may_still_set_its_own_data_as_it_runs(tmp_path):
     tests = (
-        "from lib import X\nSTATE = None\nCOUNT = 0\n\n"
-        "def test_x():\n    global STATE, COUNT\n    STATE = {'a': [1]}\n    COUNT += 1\n"
-        "    assert X == 2\n\n"
-        "def test_y():\n    assert STATE == {'a': [1]} and COUNT == 1\n"
+        "from lib import X\nSTATE = None\nCOUNT = 0\nCACHE = {}\n\n"
+        "def test_x():\n    global STATE, COUNT, CACHE\n    STATE = {'a': [1]}\n"
+        "    COUNT += 1\n    CACHE = {'b': 2}\n    assert X == 2\n\n"
+        "def test_y():\n    assert STATE == {'a': [1]} and COUNT == 1 and CACHE == {'b': 2}\n"
     )
     done, _, _, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_lib.py": tests})
     assert done.returncode == 0 and problems == [], (problems, done.stdout[-800:])

@@ -1284,10 +1284,17 @@ def _check_globals(item):
         old = before.get(key, _MISSING)
         if old is value or key.startswith("__"):
             continue
-        if key not in _BUILTIN_NAMES and (old is _MISSING or isinstance(old, _SIMPLE)):
-            continue  # a name the module's tests may set as they run (``global``)
+        if key not in _BUILTIN_NAMES and not _code_like(old):
+            continue  # data: a name the module's tests may set as they run (``global``)
         if not _own_binding(value):
             _x("test module %s: %s rebound by code from %s" % (mod.__name__, key, _where(value)))
+
+
+def _code_like(value):
+    """Code, a class or a module: what a test calls or reaches through (not its data)."""
+    return _code_of(value) is not None or isinstance(
+        value, (type, types.ModuleType, types.BuiltinFunctionType)
+    )
 
 
 def _own_binding(value):
