@@ -22,7 +22,9 @@ pair by pair; the ratio is one job's time over two jobs' (target >= 1.8). Use ``
 another k that makes the trial count even, or two workers cannot split it evenly.
 
 Each figure is measured ``--pairs`` times, harness and bare alternating, and the ratio is
-taken pair by pair; the median is printed with the range.
+taken pair by pair; the median is printed with the range, then where the last warm run's
+time above bare went: its verifier phases against bare pytest alone, its other trial steps
+(from the trials' own step records) and the time outside trials.
 
     python bench/real_repos.py --k 3 --pairs 3
     python bench/real_repos.py --sdists DIR   # sdists already downloaded (no index needed)
@@ -240,8 +242,11 @@ def bare_env(cache: Path) -> Path:
     return venv
 
 
-def bare(root: Path, venv: Path, k: int, proof: bool) -> float:
-    """Do the trials' work by hand: copy, fix, stage hidden test, run the verifier."""
+def bare(root: Path, venv: Path, k: int, proof: bool, verifier: list[float] | None = None) -> float:
+    """Do the trials' work by hand: copy, fix, stage hidden test, run the verifier.
+
+    ``verifier``, when given, receives each verifier run's own seconds.
+    """
     env = {**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}"}
     t = time.perf_counter()
     for p in PROJECTS:
@@ -256,10 +261,37 @@ def bare(root: Path, venv: Path, k: int, proof: bool) -> float:
                 if kind != "red":
                     shutil.copy(root / "agent" / p.name / p.source, ws / p.source)
                 shutil.copy(case / "hidden" / Path(p.hidden).name, ws / p.hidden)
+                v = time.perf_counter()
                 subprocess.run(
                     [*VERIFIER, *p.tests], cwd=ws, env=env, capture_output=True, check=False
                 )
+                if verifier is not None:
+                    verifier.append(time.perf_counter() - v)
     return time.perf_counter() - t
+
+
+def steps(project: Path) -> dict[str, float]:
+    """Sum the harness's own time per step over the trials of the project's latest run."""
+    runs = [d for d in (project / ".harness" / "runs").iterdir() if d.is_dir()]
+    latest = max(runs, key=lambda d: d.stat().st_mtime)
+    total: dict[str, float] = {}
+    for f in (latest / "trials").glob("*.json"):
+        for name, seconds in json.loads(f.read_text())["steps"].items():
+            total[name] = total.get(name, 0.0) + seconds
+    return total
+
+
+def where(harness_s: float, bare_s: float, harness_steps: dict[str, float], pytest_s: float) -> str:
+    """One line: where a warm run's time above bare goes (from the trials' own records)."""
+    outside = harness_s - harness_steps["wall_s"]
+    verifier = harness_steps["verifier"]
+    other = harness_steps["wall_s"] - verifier
+    return (
+        f"  where (warm, last pair): +{harness_s - bare_s:.1f} s = verifier phases {verifier:.1f} s"
+        f" against {pytest_s:.1f} s of bare pytest (+{verifier - pytest_s:.1f}),"
+        f" other trial steps {other:.1f} s against {bare_s - pytest_s:.1f} s of bare copying,"
+        f" {outside:.1f} s outside trials (start-up, plan, decision)"
+    )
 
 
 def main() -> None:
@@ -292,9 +324,11 @@ def main() -> None:
             cold_h = _cli(project, *run)
             cold_b = bare(project, venv, args.k, proof=True)
             warm_h = _cli(project, *run, "--fresh")
-            warm_b = bare(project, venv, args.k, proof=False)
+            pytest_s: list[float] = []
+            warm_b = bare(project, venv, args.k, proof=False, verifier=pytest_s)
             rows["cold"].append((cold_h, cold_b))
             rows["warm"].append((warm_h, warm_b))
+            explained = where(warm_h, warm_b, steps(project), sum(pytest_s))
             shutil.rmtree(project)
     n = len(PROJECTS) * args.k
     print(f"{len(PROJECTS)} real projects x k={args.k} = {n} trials, one job, {args.pairs} pairs")
@@ -306,6 +340,7 @@ def main() -> None:
             f"  ratio median {statistics.median(ratios):.2f}"
             f" (min {min(ratios):.2f}, max {max(ratios):.2f})  target <= 1.15"
         )
+    print(explained)
 
 
 def workers(work: Path, template: Path, k: int, pairs: int) -> None:

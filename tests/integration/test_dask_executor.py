@@ -42,3 +42,20 @@ def test_trials_on_a_local_dask_cluster_match_the_plan(tmp_path):
     assert (ran, skipped) == (4, 0)
     records = store.trials(plan.record.run_id)
     assert len(records) == 4 and {r.outcome for r in records} == {Outcome.PASS}
+
+
+def test_a_dask_cluster_starts_trials_in_the_order_the_run_gives(tmp_path):
+    # The run puts the longest cases first so two workers finish together; a scheduler
+    # ordering one ``map``'s tasks by their keys would undo it.
+    root = make_project(tmp_path / "proj", n_cases=3)
+    assert harness(root, "cases", "lock").returncode == 0
+    project = load_project(root)
+    plan = plan_run(project, "good", 3, store=Store(project.store_dir))
+    order = sorted(plan.specs, key=lambda s: (s.key.trial, s.key.case_id), reverse=True)
+    executor = DaskExecutor(jobs=1)
+    try:
+        outputs = list(executor.run(order))
+    finally:
+        executor.close()
+    started = sorted(outputs, key=lambda o: o.record.started_at)
+    assert [o.record.key for o in started] == [s.key for s in order]
