@@ -817,3 +817,212 @@ def test_a_runner_config_or_test_module_written_during_the_run_is_tampering(tmp_
         tmp_path / "ok", "X = 2\n", locked={"tests/pytest.ini": "[pytest]\n"}
     )
     assert done.returncode == 0 and problems == [], (done.stdout, problems)
+
+
+# Red team round twenty-one's PASS without a fix (both backends, the whole bundled gate): a
+# garbage-collector callback, run at an allocation inside pytest, gets frames through a
+# standard-library function (inspect.currentframe: the frame that asks is inspect's), walks
+# up to pytest's CallInfo of a failed test call and drops its exception. pytest then makes
+# its own "passed" report: stream, JUnit and exit status agree.
+GC_CALLINFO_FLIP = """
+X = 1
+import gc as _gc
+import inspect as _insp
+
+
+def _tune(phase, info):
+    if phase != "start":
+        return
+    f = _insp.currentframe()
+    n = 0
+    while f is not None and n < 60:
+        n += 1
+        loc = f.f_locals
+        c, it = loc.get("call"), loc.get("item")
+        if (c is not None and it is not None and type(c).__name__ == "CallInfo"
+                and getattr(c, "when", None) == "call" and getattr(c, "excinfo", None) is not None
+                and it.nodeid.startswith("tests/")):
+            c.excinfo = None
+            return
+        rep = loc.get("report") or loc.get("rep")
+        if (type(rep).__name__ == "TestReport" and rep.when == "call"
+                and rep.outcome == "failed" and rep.nodeid.startswith("tests/")):
+            rep.outcome, rep.longrepr = "passed", None
+            return
+        f = f.f_back
+
+
+_gc.callbacks.append(_tune)
+_gc.set_threshold(5)
+"""
+
+
+def test_a_failed_call_turned_passed_by_code_the_collector_runs_is_tampering(tmp_path):
+    done, _, guarded, problems = _run(tmp_path, GC_CALLINFO_FLIP)
+    assert guarded
+    assert any("raised" in p for p in problems), (done.returncode, problems)
+
+
+# The same primitive aimed at the guard itself: candidate code run by the collector (or by
+# an object's method the guard's audit hook calls) while the hook is on the stack would
+# reach the hook's frames, and through them the stream's key. Each payload leaves a file
+# when it finds one of the hook's frames.
+HOOK_FRAMES_BY_THE_COLLECTOR = """
+X = 2
+import gc as _gc
+import inspect as _insp
+import os as _os
+
+
+def _look(phase, info):
+    f = _insp.currentframe()
+    while f is not None:
+        if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
+            with open(_os.path.join(_os.path.dirname(__file__), "reached"), "a") as fh:
+                fh.write(f.f_code.co_qualname + "\\n")
+            return
+        f = f.f_back
+
+
+_gc.callbacks.append(_look)
+_gc.set_threshold(1)
+"""
+
+HOOK_FRAMES_BY_A_PATH_OBJECT = """
+X = 2
+import inspect as _insp
+import os as _os
+
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+
+
+def _look():
+    f = _insp.currentframe()
+    while f is not None:
+        if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
+            open(_os.path.join(_HERE, "reached"), "w").close()
+            break
+        f = f.f_back
+
+
+class _Str(str):  # what the audit event carries: __fspath__ may return a str subclass
+    @property
+    def __class__(self):
+        _look()
+        return str
+
+    def startswith(self, *args):
+        _look()
+        return str.startswith(self, *args)
+
+    def endswith(self, *args):
+        _look()
+        return str.endswith(self, *args)
+
+
+class _Path:
+    def __fspath__(self):
+        return _Str(_os.path.join(_HERE, "no-such-file"))
+
+
+for _ in range(3):
+    try:
+        open(_Path())
+    except OSError:
+        pass
+    try:
+        _os.remove(_Path())
+    except OSError:
+        pass
+"""
+
+
+HOOK_FRAMES_BY_A_BUILTIN = """
+X = 2
+import builtins as _builtins
+import inspect as _insp
+import os as _os
+
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+_len = _builtins.len
+
+
+def _looking_len(obj):
+    f = _insp.currentframe()
+    while f is not None:
+        if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
+            open(_os.path.join(_HERE, "reached"), "w").close()
+            break
+        f = f.f_back
+    return _len(obj)
+
+
+_builtins.len = _looking_len
+for _ in range(3):
+    try:
+        open(_os.path.join(_HERE, "no-such-file"))
+    except OSError:
+        pass
+_builtins.len = _len
+"""
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [HOOK_FRAMES_BY_THE_COLLECTOR, HOOK_FRAMES_BY_A_PATH_OBJECT, HOOK_FRAMES_BY_A_BUILTIN],
+    ids=["collector", "path-object", "builtin"],
+)
+def test_no_candidate_code_runs_while_the_guards_audit_hook_is_on_the_stack(tmp_path, payload):
+    done, _, guarded, problems = _run(tmp_path, payload)
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems  # nothing else to see: it only looked
+    assert not (tmp_path / "ws" / "reached").exists(), "candidate code ran inside the guard's hook"
+
+
+UNITTEST_FAILING = (
+    "import unittest\n\nfrom lib import X\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_x(self):\n        self.assertEqual(X, 2)\n\n"
+    "    @unittest.expectedFailure\n    def test_expected(self):\n        self.assertEqual(X, 3)\n"
+)
+# The same flip aimed at a unittest-style test: pytest keeps unittest's recorded failure on
+# the item (``_excinfo``) until it makes the call's report.
+GC_UNITTEST_FLIP = """
+X = 1
+import gc as _gc
+import inspect as _insp
+
+
+def _tune(phase, info):
+    if phase != "start":
+        return
+    f = _insp.currentframe()
+    while f is not None:
+        loc = f.f_locals
+        c, it = loc.get("call"), loc.get("item")
+        if (c is not None and it is not None and type(c).__name__ == "CallInfo"
+                and c.when == "call" and it.nodeid.endswith("::T::test_x")
+                and getattr(it, "_excinfo", None)):
+            it._excinfo = None
+            return
+        f = f.f_back
+
+
+_gc.callbacks.append(_tune)
+_gc.set_threshold(5)
+"""
+
+
+def test_a_unittest_failure_dropped_before_its_report_is_tampering(tmp_path):
+    done, _, guarded, problems = _run(
+        tmp_path, GC_UNITTEST_FLIP, locked={"tests/test_unit.py": UNITTEST_FAILING}
+    )
+    assert guarded
+    assert any("T::test_x raised" in p for p in problems), (done.returncode, problems)
+
+
+def test_an_expected_unittest_failure_is_no_false_alarm(tmp_path):
+    done, _, guarded, problems = _run(
+        tmp_path, "X = 2\n", locked={"tests/test_unit.py": UNITTEST_FAILING}
+    )
+    assert done.returncode == 0, done.stdout
+    assert guarded and problems == [], problems

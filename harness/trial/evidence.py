@@ -311,6 +311,34 @@ def _register(cfg):
 
 
 def _install():
+    # Every name the hook's functions call is bound here, before any code the candidate
+    # wrote runs: a builtin, ``os`` or ``sys`` attribute rebound later never runs inside the
+    # hook. Code that runs while the hook is on the stack could walk up to the hook's
+    # frames and read the stream's key from them (red team round twenty-one's primitive).
+    _b = __import__("builtins").__dict__
+    (
+        AttributeError, Exception, ImportError, KeyError, OSError, ValueError, all, any,
+        bool, bytearray, bytes, callable, compile, dict, frozenset, getattr, id, int,
+        isinstance, issubclass, len, list, object, open, ord, range, set, str, tuple, type,
+        vars, zip,
+    ) = [_b[n] for n in (
+        "AttributeError", "Exception", "ImportError", "KeyError", "OSError", "ValueError",
+        "all", "any", "bool", "bytearray", "bytes", "callable", "compile", "dict",
+        "frozenset", "getattr", "id", "int", "isinstance", "issubclass", "len", "list",
+        "object", "open",
+        "ord", "range", "set", "str", "tuple", "type", "vars", "zip",
+    )]
+    _os, _sys = __import__("os"), __import__("sys")
+    realpath = _os.path.realpath
+    gc = __import__("gc")
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    join = "".join
+
+    def exact(text):
+        # a str subclass's own methods (``__eq__``, ``__hash__``, ``startswith``) are
+        # candidate code: judge its characters as a plain str
+        return text if type(text) is str else join((text,))
+
     here = _os.path.dirname(_os.path.abspath(__file__))
     early = []
     escapes = {i: "\\u%04x" % i for i in (*range(32), *range(0xD800, 0xE000))}
@@ -419,7 +447,7 @@ def _install():
         # compiled from other source under an installed file's name (through a standard
         # library trampoline, ``code.InteractiveInterpreter.runsource``) borrows the name,
         # not the trust (red team round nineteen installed a tracer so).
-        name = code.co_filename
+        name = exact(code.co_filename)
         n = norm(name) if name.startswith("/") else ""
         if name == plugin:
             return genuine(code, name)
@@ -433,7 +461,7 @@ def _install():
 
     def own_file(code):
         # the frame's file is the image's or a locked one, and the frame runs its own code
-        name = code.co_filename
+        name = exact(code.co_filename)
         if name.startswith("<frozen"):
             return True
         n = norm(name) if name.startswith("/") else ""
@@ -447,9 +475,11 @@ def _install():
 
     def genuine(code, path):
         # what pytest compiled for it (assertions rewritten), kept under its real path
-        kept = shadow.get(path) or shadow.get(_os.path.realpath(path))
+        kept = shadow.get(path) or shadow.get(realpath(path))
         if kept is not None and kept.get(id(code)) is code:
             return True
+        if type(code.co_name) is not str or type(code.co_firstlineno) is not int:
+            return False  # made by hand: the compiler names code with plain strings
         index = compiled.get(path)
         if index is None:
             index = compiled[path] = {}
@@ -462,7 +492,32 @@ def _install():
                 c = todo.pop()
                 index.setdefault((c.co_name, c.co_firstlineno), []).append(c)
                 todo.extend(k for k in c.co_consts if type_(k) is code_type)
+        # ``==`` on code objects compares names and constants with the objects' own
+        # ``__eq__``, which code made by hand could supply: only plain code is compared
+        if not plain_code(code, 0):
+            return False
         return any_(c == code for c in index.get((code.co_name, code.co_firstlineno), ()))
+
+    plain_types = (type(None), bool, int, float, complex, str, bytes, type(...))
+
+    def plain_code(code, depth):
+        # what a compiler makes: names that are plain strings, constants of built-in types
+        if depth > 32:
+            return False
+        for names in (code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars):
+            if type_(names) is not tuple or not all(type_(n) is str for n in names):
+                return False
+        if type_(code.co_qualname) is not str or type_(code.co_filename) is not str:
+            return False
+        return all(plain_const(k, depth) for k in code.co_consts)
+
+    def plain_const(value, depth):
+        kind = type_(value)
+        if kind in plain_types:
+            return True
+        if kind is tuple or kind is frozenset:
+            return depth < 32 and all(plain_const(v, depth + 1) for v in value)
+        return kind is code_type and plain_code(value, depth + 1)
     frames = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"))
     private = ("/environ", "/mem")
     native = frozenset(
@@ -519,6 +574,7 @@ def _install():
 
     def trusted(name):
         # a pure function of the name once the plugin registered (homes are fixed then)
+        name = exact(name)
         hit = known.get(name)
         if hit is None:
             hit = known[name] = judge(name)
@@ -555,7 +611,7 @@ def _install():
             code = g.f_code
             if not trusted(code.co_filename):
                 return "a %s record was made with %s:%d beneath it, not the runner's code" % (
-                    kind, code.co_filename, g.f_lineno)
+                    kind, exact(code.co_filename), g.f_lineno)
             if code is pyt[0]:
                 session = session_frame[0] = g
             elif code is pyt[1] and proto is None:
@@ -563,7 +619,7 @@ def _install():
             g = g.f_back
         if kind != "start" and session is None:
             return "a %s record was made outside pytest's session" % (kind,)
-        if kind == "t":
+        if kind == "t" or kind == "r":
             if not seen.get("n") or seen.get("end"):
                 return "a test report was made outside the test loop"
             item = proto.f_locals.get("item") if proto is not None else None
@@ -574,6 +630,8 @@ def _install():
             if type(node) is not str or node != rec.get("node"):
                 return "a report of %s was made outside that test's own protocol" % (
                     rec.get("node"),)
+            if kind == "r":
+                return None
             key = (node, rec.get("when"))
             if key in reports:
                 return "a second %s report of %s" % (key[1], node)
@@ -677,7 +735,7 @@ def _install():
         sealed["pm"], sealed["hook"], sealed["session"] = pm, pm.hook, sess
         sealed["kind"] = type(sess)
         sealed["callers"] = tuple(
-            (c, tuple(c.get_hookimpls()))
+            (c, tuple(c.get_hookimpls()), type(c))
             for c in (getattr(pm.hook, h, None) for h in hooks)
             if c is not None
         )
@@ -692,14 +750,21 @@ def _install():
         except Exception as exc:
             return "the guard plugin's state is broken (%s)" % (type(exc).__name__,)
 
+    def plain(values, kinds):
+        # what the plugin's containers may hold: objects whose hashing and comparing is the
+        # built-in types' own (candidate code may add to them; this hook must not run it)
+        return all(type(v) in kinds for v in values)
+
     def changed():
+        # Reads the plugin's state by identity and by built-in types only: nothing here may
+        # call a method the candidate wrote (see the builtins bound at the top).
         g = pglobals[0]
         names = sealed["names"]
-        if len(g) != len(names):
+        if type(g) is not dict or len(g) != len(names):
             return "the guard plugin's namespace changed"
-        for k, v in names:
-            if g.get(k, breach) is not v:
-                return "the guard plugin's %s was replaced" % (k,)
+        for (k, v), (k0, v0) in zip(dict.items(g), names):
+            if k is not k0 or v is not v0:
+                return "the guard plugin's %s was replaced" % (exact(k0),)
         for fn, code, dflt, kw in sealed["fns"]:
             if fn.__code__ is not code or fn.__defaults__ is not dflt or (
                 fn.__kwdefaults__ is not kw
@@ -707,6 +772,8 @@ def _install():
                 return "the guard plugin's %s was changed" % (fn.__name__,)
         for name, key in (("_WRAPPED", "wrapped"), ("_MODCODES", "paths")):
             now, before = g[name], sealed[key]
+            if type(now) is not dict or not plain(now, (int, str)):
+                return "the guard plugin's %s lost or changed an entry" % (name,)
             for k, v in before.items():
                 if now.get(k) is not v:
                     return "the guard plugin's %s lost or changed an entry" % (name,)
@@ -716,32 +783,44 @@ def _install():
                 ):
                     return "the guard plugin's record of compiled test code was edited"
                 sealed[key] = dict(now)
-        unseen = g["_UNSEEN"]
+        unseen, made = g["_UNSEEN"], g["_REPORTED"]
+        if type(unseen) is not set or type(made) is not set or not (
+            plain(unseen, (str,)) and plain(made, (str,))
+        ):
+            return "the guard plugin's record of tests was edited"
         if not sealed["unseen"] <= unseen:
             return "the guard plugin's tests seen not running their code were dropped"
         sealed["unseen"] = set(unseen)
-        if not g["_REPORTED"] <= noted:
+        if not made <= noted:
             return "the guard plugin's reports were marked made without being made"
         last = g["_LAST"]
-        if type(last) is not list or not last or not last[0] <= monotonic():
+        if type(last) is not list or not last or type(last[0]) is not float or not (
+            last[0] <= monotonic()
+        ):
             return "the guard plugin's check clock was moved"
         pm, sess = sealed["pm"], sealed["session"]
         if pm.hook is not sealed["hook"] or type(sess) is not sealed["kind"]:
             return "pytest's hook relay or session class was replaced"
-        for caller, impls in sealed["callers"]:
-            now = caller.get_hookimpls()
+        for caller, impls, kind in sealed["callers"]:
+            if type(caller) is not kind:
+                return "a pytest hook caller was replaced"
+            now = kind.get_hookimpls(caller)  # by its class: an instance attribute is not asked
+            if type(now) is not list:
+                return "a pytest hook caller was replaced"
             if len(now) != len(impls) or any(a is not b for a, b in zip(now, impls)):
                 return "a pytest hook implementation was added or removed after collection"
-        for k, v in list(vars(sess).items()):
+        for k, v in list(dict.items(vars(sess))):
+            if type(k) is not str:
+                return "pytest's session has an attribute named by an object"
             if callable(v) and callable(getattr(type(sess), k, None)) and k[:2] != "__":
                 return "pytest's session has %s set over its method" % (k,)
         return None
 
     def guard_event(event, args):
-        f = getframe(2)  # the code that raised the event
+        f = getframe(3)  # the code that raised the event (beneath the hook)
         if event == "harness.guard.loaded":
             if not loaded and pglobals and f.f_globals is pglobals[0] and (
-                f.f_code.co_name == "<module>" and f.f_code.co_filename == plugin
+                exact(f.f_code.co_name) == "<module>" and exact(f.f_code.co_filename) == plugin
             ):
                 take_loaded(pglobals[0])
             return
@@ -786,11 +865,21 @@ def _install():
                         homes.append(h + "/")
                 return
         elif emitter and f.f_code is emitter[0] and args and type(args[0]) is dict:
-            g = getframe(3)
-            if g.f_code.co_filename == plugin:
-                rec = args[0]
+            g = getframe(4)
+            if exact(g.f_code.co_filename) == plugin:
+                rec = clean(args[0])
                 why = vet(rec, g)
                 kind = rec.get("k")
+                if why is None and kind == "r":
+                    raised.add(rec.get("node"))  # kept here, where no candidate code reaches
+                    return
+                if why is None and kind == "t" and rec.get("when") == "call":
+                    node = rec.get("node")
+                    if node in raised:
+                        raised.discard(node)
+                        if rec.get("o") == "passed":
+                            why = ("test %s raised in its call, but its report says it passed"
+                                   % (node,))
                 if why is None and kind == "n":
                     why = seal_plugin(session_frame[0])
                 elif why is None and kind == "end" and sealed:
@@ -806,9 +895,41 @@ def _install():
             f = g
         state[1] += 1
         out({"k": "x", "pid": pid(), "what": "guard record (%s) from code not the guard's"
-             % event, "where": "%s:%d" % (f.f_code.co_filename, f.f_lineno)})
+             % event, "where": "%s:%d" % (exact(f.f_code.co_filename), f.f_lineno)})
+
+    raised = set()  # tests whose call raised (pytest-style), until their call is reported
+
+    def clean(rec):
+        # the plugin's record as plain data: the candidate can reach the dict on its way
+        # here (a frame of the plugin's) and put its own objects in it
+        kept = {}
+        for k, v in dict.items(rec):
+            if type(k) is str:
+                kind = type(v)
+                if kind is str or kind is int or kind is bool or v is None:
+                    kept[k] = v
+                elif issubclass(kind, str):
+                    kept[k] = exact(v)
+                else:
+                    kept[k] = "?"
+        return kept
 
     def hook(event, args):
+        if state[0]:
+            return
+        # No collection while the hook runs: the collector runs callbacks and finalizers,
+        # code the candidate wrote, which could walk up to this hook's frames (red team
+        # round twenty-one reached pytest's frames so from a collector callback).
+        was = gc_enabled()
+        if was:
+            gc_disable()
+        try:
+            judge_event(event, args)
+        finally:
+            if was:
+                gc_enable()
+
+    def judge_event(event, args):
         if state[0]:
             return
         if event.startswith("harness.guard"):
@@ -820,7 +941,7 @@ def _install():
             finally:
                 state[0] = False
             return
-        if event == "import" and _sys.pycache_prefix != prefix:
+        if event == "import" and _sys.pycache_prefix is not prefix:
             # where the importer reads compiled modules: only beside their sources, which
             # the run cannot write for the image's and the verifier's files; put back
             # before this import reads anything, and noted
@@ -839,16 +960,23 @@ def _install():
             return
         anyone = False
         if event == "object.__getattr__":
-            if len(args) < 2 or args[1] not in frames:
+            if len(args) < 2 or type(args[1]) is not str or args[1] not in frames:
                 return
         elif event == "open" or event in changes:
             # the run cannot change a locked file (the sandbox denies it); trying is noted;
             # so is reading a process's environment or memory (where secrets were)
+            # (an event's arguments are the caller's objects: only their characters count)
             target = args[0] if args else None
-            if isinstance(target, bytes):
+            kind = type(target)
+            if kind is not str and kind is not bytes:
+                if issubclass(kind, str):
+                    target = exact(target)
+                elif issubclass(kind, bytes):
+                    target = b"".join((target,))
+                else:
+                    return
+            if type(target) is bytes:
                 target = target.decode("utf-8", "surrogateescape")
-            if not isinstance(target, str):
-                return
             try:
                 full = norm(target if target.startswith("/") else getcwd() + "/" + target)
             except Exception:
@@ -858,8 +986,8 @@ def _install():
             else:
                 if event == "open":
                     mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
-                    if not (isinstance(mode, str) and any(c in mode for c in "wax+")) and not (
-                        isinstance(flags, int) and flags & writes
+                    if not (type(mode) is str and any(c in mode for c in "wax+")) and not (
+                        type(flags) is int and flags & writes
                     ):
                         return
                 if full not in locked:
@@ -872,13 +1000,13 @@ def _install():
                 return
         elif event == "ctypes.dlsym":
             # what lets a process read its memory or undo the guard's non-dumpable state
-            anyone = len(args) > 1 and args[1] in native
+            anyone = len(args) > 1 and type(args[1]) is str and args[1] in native
         elif event not in watch and event not in strict and not event.startswith("ctypes."):
             return
         state[0] = True
         try:
-            f = getframe(1)
-            name = f.f_code.co_filename
+            f = getframe(2)  # beneath this function and the hook
+            name = exact(f.f_code.co_filename)
             if event in strict:
                 anyone = not vouched(f.f_code, event)
             elif event.startswith("ctypes.") and not anyone:
@@ -1588,11 +1716,18 @@ def _freeze():
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item):
     watch = None
-    if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
+    armed = _CONFIG and getattr(_CONFIG[0], "_harness_canary", False)
+    if armed:
         _check_item(item)
         _check_tests([item])
         watch = _watch_own_code(item)
-    yield
+    outcome = yield
+    if armed and (outcome.excinfo is not None or getattr(item, "_excinfo", None)):
+        # The test raised (or unittest recorded its failure): its call cannot be reported
+        # passed. Told to the guard's hook at once, before pytest builds the call's report
+        # (code run by the collector in between can reach that object: red team round
+        # twenty-one dropped its exception).
+        _emit({"k": "r", "node": item.nodeid})
     if watch is not None:
         seen, before = watch
         sys.setprofile(before)
