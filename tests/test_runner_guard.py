@@ -824,37 +824,39 @@ def test_a_runner_config_or_test_module_written_during_the_run_is_tampering(tmp_
 # standard-library function (inspect.currentframe: the frame that asks is inspect's), walks
 # up to pytest's CallInfo of a failed test call and drops its exception. pytest then makes
 # its own "passed" report: stream, JUnit and exit status agree.
-GC_CALLINFO_FLIP = """
-X = 1
-import gc as _gc
-import inspect as _insp
+def _collector_flip(action: str) -> str:
+    """Candidate code (``X = 1``, a wrong fix) whose collector callback, at each allocation
+    inside pytest, walks the frames above it and runs ``action`` (``loc``: a frame's
+    locals; returns when it has done its work)."""
+    body = "\n".join("        " + line for line in action.strip().splitlines())
+    return (
+        "X = 1\nimport gc as _gc\nimport inspect as _insp\n\n\n"
+        "def _tune(phase, info):\n"
+        "    if phase != 'start':\n        return\n"
+        "    f = _insp.currentframe()\n"
+        "    while f is not None:\n"
+        "        loc = f.f_locals\n"
+        f"{body}\n"
+        "        f = f.f_back\n\n\n"
+        "_gc.callbacks.append(_tune)\n_gc.set_threshold(5)\n"
+    )
 
 
-def _tune(phase, info):
-    if phase != "start":
-        return
-    f = _insp.currentframe()
-    n = 0
-    while f is not None and n < 60:
-        n += 1
-        loc = f.f_locals
-        c, it = loc.get("call"), loc.get("item")
-        if (c is not None and it is not None and type(c).__name__ == "CallInfo"
-                and getattr(c, "when", None) == "call" and getattr(c, "excinfo", None) is not None
-                and it.nodeid.startswith("tests/")):
-            c.excinfo = None
-            return
-        rep = loc.get("report") or loc.get("rep")
-        if (type(rep).__name__ == "TestReport" and rep.when == "call"
-                and rep.outcome == "failed" and rep.nodeid.startswith("tests/")):
-            rep.outcome, rep.longrepr = "passed", None
-            return
-        f = f.f_back
-
-
-_gc.callbacks.append(_tune)
-_gc.set_threshold(5)
+GC_CALLINFO_FLIP = _collector_flip(
+    """
+c, it = loc.get("call"), loc.get("item")
+if (c is not None and it is not None and type(c).__name__ == "CallInfo"
+        and getattr(c, "when", None) == "call" and getattr(c, "excinfo", None) is not None
+        and it.nodeid.startswith("tests/")):
+    c.excinfo = None
+    return
+rep = loc.get("report") or loc.get("rep")
+if (type(rep).__name__ == "TestReport" and rep.when == "call"
+        and rep.outcome == "failed" and rep.nodeid.startswith("tests/")):
+    rep.outcome, rep.longrepr = "passed", None
+    return
 """
+)
 
 
 def test_a_failed_call_turned_passed_by_code_the_collector_runs_is_tampering(tmp_path):
@@ -867,28 +869,7 @@ def test_a_failed_call_turned_passed_by_code_the_collector_runs_is_tampering(tmp
 # an object's method the guard's audit hook calls) while the hook is on the stack would
 # reach the hook's frames, and through them the stream's key. Each payload leaves a file
 # when it finds one of the hook's frames.
-HOOK_FRAMES_BY_THE_COLLECTOR = """
-X = 2
-import gc as _gc
-import inspect as _insp
-import os as _os
-
-
-def _look(phase, info):
-    f = _insp.currentframe()
-    while f is not None:
-        if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
-            with open(_os.path.join(_os.path.dirname(__file__), "reached"), "a") as fh:
-                fh.write(f.f_code.co_qualname + "\\n")
-            return
-        f = f.f_back
-
-
-_gc.callbacks.append(_look)
-_gc.set_threshold(1)
-"""
-
-HOOK_FRAMES_BY_A_PATH_OBJECT = """
+LOOK_FOR_THE_HOOK = """
 X = 2
 import inspect as _insp
 import os as _os
@@ -896,14 +877,22 @@ import os as _os
 _HERE = _os.path.dirname(_os.path.abspath(__file__))
 
 
-def _look():
+def _look(*_):
     f = _insp.currentframe()
     while f is not None:
         if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
             open(_os.path.join(_HERE, "reached"), "w").close()
-            break
+            return
         f = f.f_back
+"""
 
+HOOK_FRAMES_BY_THE_COLLECTOR = LOOK_FOR_THE_HOOK + (
+    "import gc as _gc\n_gc.callbacks.append(_look)\n_gc.set_threshold(1)\n"
+)
+
+HOOK_FRAMES_BY_A_PATH_OBJECT = (
+    LOOK_FOR_THE_HOOK
+    + """
 
 class _Str(str):  # what the audit event carries: __fspath__ may return a str subclass
     @property
@@ -935,25 +924,18 @@ for _ in range(3):
     except OSError:
         pass
 """
+)
 
-
-HOOK_FRAMES_BY_A_BUILTIN = """
-X = 2
+HOOK_FRAMES_BY_A_BUILTIN = (
+    LOOK_FOR_THE_HOOK
+    + """
 import builtins as _builtins
-import inspect as _insp
-import os as _os
 
-_HERE = _os.path.dirname(_os.path.abspath(__file__))
 _len = _builtins.len
 
 
 def _looking_len(obj):
-    f = _insp.currentframe()
-    while f is not None:
-        if f.f_code.co_qualname.startswith("_install."):  # the guard's audit hook
-            open(_os.path.join(_HERE, "reached"), "w").close()
-            break
-        f = f.f_back
+    _look()
     return _len(obj)
 
 
@@ -965,6 +947,7 @@ for _ in range(3):
         pass
 _builtins.len = _len
 """
+)
 
 
 @pytest.mark.parametrize(
@@ -986,30 +969,16 @@ UNITTEST_FAILING = (
 )
 # The same flip aimed at a unittest-style test: pytest keeps unittest's recorded failure on
 # the item (``_excinfo``) until it makes the call's report.
-GC_UNITTEST_FLIP = """
-X = 1
-import gc as _gc
-import inspect as _insp
-
-
-def _tune(phase, info):
-    if phase != "start":
-        return
-    f = _insp.currentframe()
-    while f is not None:
-        loc = f.f_locals
-        c, it = loc.get("call"), loc.get("item")
-        if (c is not None and it is not None and type(c).__name__ == "CallInfo"
-                and c.when == "call" and it.nodeid.endswith("::T::test_x")
-                and getattr(it, "_excinfo", None)):
-            it._excinfo = None
-            return
-        f = f.f_back
-
-
-_gc.callbacks.append(_tune)
-_gc.set_threshold(5)
+GC_UNITTEST_FLIP = _collector_flip(
+    """
+c, it = loc.get("call"), loc.get("item")
+if (c is not None and it is not None and type(c).__name__ == "CallInfo"
+        and c.when == "call" and it.nodeid.endswith("::T::test_x")
+        and getattr(it, "_excinfo", None)):
+    it._excinfo = None
+    return
 """
+)
 
 
 def test_a_unittest_failure_dropped_before_its_report_is_tampering(tmp_path):
