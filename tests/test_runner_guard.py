@@ -956,9 +956,9 @@ _builtins.len = _len
     ids=["collector", "path-object", "builtin"],
 )
 def test_no_candidate_code_runs_while_the_guards_audit_hook_is_on_the_stack(tmp_path, payload):
-    done, _, guarded, problems = _run(tmp_path, payload)
+    done, _, guarded, _ = _run(tmp_path, payload)
     assert done.returncode == 0, done.stdout
-    assert guarded and problems == [], problems  # nothing else to see: it only looked
+    assert guarded  # (a payload that took frames through inspect is tampering, too)
     assert not (tmp_path / "ws" / "reached").exists(), "candidate code ran inside the guard's hook"
 
 
@@ -995,3 +995,115 @@ def test_an_expected_unittest_failure_is_no_false_alarm(tmp_path):
     )
     assert done.returncode == 0, done.stdout
     assert guarded and problems == [], problems
+
+
+# The hook reads each report's item (its node id): an item given a class of the candidate's
+# own (``item.__class__ = Mine``, a property over ``_nodeid``) or a dict key of its own (a str
+# subclass hashing like ``_nodeid``) would run candidate code in that lookup.
+HOOK_FRAMES_BY_AN_ITEM = (
+    LOOK_FOR_THE_HOOK
+    + """
+import gc as _gc
+
+_done = set()
+
+
+class _Key(str):
+    def __hash__(self):
+        return hash("_nodeid")
+
+    def __eq__(self, other):
+        _look()
+        return str.__eq__(self, other)
+
+
+def _retype(phase, info):
+    f = _insp.currentframe()
+    while f is not None:
+        item = f.f_locals.get("item")
+        if type(item).__name__ == "Function" and id(item) not in _done:
+            _done.add(id(item))
+            real = item._nodeid
+
+            class _Mine(type(item)):
+                @property
+                def _nodeid(self):
+                    _look()
+                    return real
+
+            if item.name == "test_x":
+                item.__class__ = _Mine
+            else:
+                item.__dict__[_Key("_nodeid2")] = 1
+            return
+        f = f.f_back
+
+
+_gc.callbacks.append(_retype)
+_gc.set_threshold(5)
+"""
+)
+
+
+def test_an_item_the_candidate_retyped_is_not_read_by_the_hook(tmp_path):
+    done, _, _, problems = _run(tmp_path, HOOK_FRAMES_BY_AN_ITEM)
+    assert not (tmp_path / "ws" / "reached").exists(), "candidate code ran inside the guard's hook"
+    assert problems, done.stdout  # and the item it changed is seen
+
+
+# Red team round twenty-two's PASS without a fix (both backends): the code a unittest-style
+# test calls walks up from ``inspect.currentframe()`` to the test's outcome and marks a
+# failure expected; unittest then records a success, and nothing was raised or recorded.
+UNITTEST_ADD = (
+    "import unittest\n\nfrom lib import add\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+)
+FRAMES_TO_THE_OUTCOME = """
+X = 2
+import inspect
+
+
+def _quiet():
+    f = inspect.currentframe()
+    while f is not None:
+        s = f.f_locals.get("self")
+        o = getattr(s, "_outcome", None)
+        if o is not None and hasattr(o, "expecting_failure"):
+            o.expecting_failure = True
+            break
+        f = f.f_back
+
+
+def add(a, b):
+    _quiet()
+    return a - b
+"""
+HONEST_FRAME_USERS = """
+X = 2
+import collections, logging, traceback, warnings
+
+Pair = collections.namedtuple("Pair", "a b")  # asks for its caller's frame (the module's)
+
+
+def add(a, b):
+    logging.getLogger("lib").warning("adding %s and %s", a, b)  # finds its caller's frame
+    warnings.warn("add is old", DeprecationWarning)
+    traceback.extract_stack(limit=3)  # frames read inside the standard library
+    return Pair(a, b).a + b
+"""
+
+
+@pytest.mark.parametrize(
+    ("lib", "tampering"),
+    [(FRAMES_TO_THE_OUTCOME, True), (HONEST_FRAME_USERS, False)],
+    ids=["through-inspect", "honest-users"],
+)
+def test_frames_handed_out_by_the_standard_library_count_against_who_asked(
+    tmp_path, lib, tampering
+):
+    done, _, guarded, problems = _run(tmp_path, lib, locked={"tests/test_add.py": UNITTEST_ADD})
+    assert guarded
+    if tampering:
+        assert any("sys._getframe" in p for p in problems), (done.returncode, problems)
+    else:
+        assert done.returncode == 0 and problems == [], (done.stdout, problems)

@@ -112,6 +112,17 @@ def cases_validate(
         mark = {"ok": "[green]✓[/]", "broken": "[red]✗[/]", "skipped": "[dim]-[/]"}[r.status]
         out.print(f"{mark} {r.case_id}: {escape(r.message)}", highlight=False, soft_wrap=True)
         broken += r.status == "broken"
+    for lc in loaded:
+        verifier = lc.case.verifier if lc.case.lane != "judgment" else None
+        if verifier is not None and not any(a.rule == "junit" for a in verifier.artifacts):
+            out.print(
+                f"[yellow]![/] {lc.id}: judged by its verifier's exit status alone (no JUnit "
+                "artifact): no test count and no evidence stream, so code under test can end "
+                "the run with status 0 itself; add an artifact with `rule: junit` and "
+                "`min_tests`",
+                highlight=False,
+                soft_wrap=True,
+            )
     if broken:
         err.print(f"{broken} case(s) have a verifier that cannot go red or cannot go green")
         sys.exit(ExitCode.USAGE)

@@ -210,6 +210,16 @@ def test_cases_validate_proves_red_and_green_and_flags_a_verifier_that_cannot_go
     ok = harness(project, "cases", "validate", "--case", "add-0")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "✓ add-0" in ok.stdout
+    assert "exit status alone" not in ok.stdout
+    # Judged by exit status alone (red team round twenty-two: code under test ended the
+    # run with os._exit(0) and passed): proven all the same, and said.
+    spec = project / "cases" / "add-2" / "case.yaml"
+    text = spec.read_text()
+    start, end = text.index("  artifacts:"), text.index("  hidden:")
+    spec.write_text(text[:start] + text[end:])
+    bare = harness(project, "cases", "validate", "--case", "add-2")
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    assert "add-2: judged by its verifier's exit status alone" in bare.stdout
     hidden = project / "cases" / "add-1" / "hidden" / "verify_hidden.py"
     hidden.write_text(hidden.read_text().replace("ok = add(2, 2) == 4", "ok = True"))
     broken = harness(project, "cases", "validate", "--case", "add-1")
