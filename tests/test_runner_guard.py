@@ -1107,3 +1107,25 @@ def test_frames_handed_out_by_the_standard_library_count_against_who_asked(
         assert any("sys._getframe" in p for p in problems), (done.returncode, problems)
     else:
         assert done.returncode == 0 and problems == [], (done.stdout, problems)
+
+
+# Red team round twenty-three's PASS without a fix (both backends): code a unittest-style
+# test calls raises unittest's private ``_ShouldStop``, which unittest swallows in every test
+# part, and the test records a success before its assertion ran.
+SHOULD_STOP = """
+X = 2
+import unittest.case
+
+
+def add(a, b):
+    stop = [c for c in Exception.__subclasses__() if c.__name__ == "_ShouldStop"][0]
+    raise stop()
+"""
+
+
+def test_a_unittest_test_stopped_by_the_code_it_calls_fails(tmp_path):
+    done, _, guarded, problems = _run(
+        tmp_path, SHOULD_STOP, locked={"tests/test_add.py": UNITTEST_ADD}
+    )
+    assert guarded and problems == [], problems
+    assert done.returncode == 1 and b"T::test_add" in done.stdout, done.stdout

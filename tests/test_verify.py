@@ -300,8 +300,9 @@ def test_abstention_passes_when_expected_and_fails_otherwise() -> None:
     assert_fail(bad, FailureType.ABSTAINED, "abstained")
 
 
-@pytest.mark.parametrize("status", ["submitted", "missing", "invalid"])
+@pytest.mark.parametrize("status", ["submitted", "missing", "invalid", "abstained"])
 def test_change_when_abstention_expected(status: str) -> None:
+    # "abstained" too: the agent's own word never excuses the change (red team round 23)
     claim = AgentClaim(status=status)
     verdict = judge_agent_phase(run(0), claim, LIMITS, expect="abstain", changed=True)
     assert verdict is not None

@@ -106,6 +106,36 @@ def test_config_counts_only_through_its_runner_section(case, tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("tox.ini", "[pytest] # not a runner section, says configparser]\naddopts = -p evil\n"),
+        ("setup.cfg", "[tool:pytest] # x]\naddopts = -p evil\n"),
+        ("tox.ini", "[pytest]\naddopts = -p evil\n"),
+    ],
+    ids=["tox-comment-header", "setup-cfg-comment-header", "tox-plain"],
+)
+def test_an_ini_file_that_names_pytest_is_the_runners_whatever_its_headers(
+    case, tmp_path, name: str, text: str
+) -> None:
+    # Red team round twenty-three: pytest's ini parser reads ``[pytest] # ...]`` as a pytest
+    # section, the standard library's configparser did not, and the addopts loaded.
+    def edit(c: Path) -> None:
+        (c / name).write_text(text)
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert not (dest / name).exists() or "evil" not in (dest / name).read_text()
+    assert any(name in t for t in vt.tampering), vt.tampering
+
+
+def test_an_ini_file_that_never_names_pytest_is_the_projects(case, tmp_path) -> None:
+    def edit(c: Path) -> None:
+        (c / "setup.cfg").write_text("[metadata]\nname = c\n")
+
+    vt, dest = _build(case, tmp_path, edit)
+    assert vt.tampering == [] and "name = c" in (dest / "setup.cfg").read_text()
+
+
+@pytest.mark.parametrize(
     "tail",
     [
         "[tool.deep]\nx = " + "[" * 200_000 + "]" * 200_000 + "\n",  # exhausts the parser

@@ -1253,6 +1253,15 @@ import _pytest.assertion.rewrite as _rw  # noqa: E402
 _REAL_REWRITE, _REAL_READ_PYC = _rw._rewrite_test, _rw._read_pyc
 _rw._rewrite_test, _rw._read_pyc = _rewrite_test, _read_pyc
 
+# unittest swallows its private ``_ShouldStop`` in every test part (it means "stop, failfast
+# asked for it", which pytest's unittest items never ask): code a test calls could raise it
+# to end the test before its assertions, recorded a success (red team round twenty-three).
+# Under pytest nothing raises it legitimately, so nothing is swallowed as it any more: an
+# empty tuple matches no exception, and the raise becomes the test's error.
+import unittest.case as _uc
+
+_uc._ShouldStop = ()
+
 _SEEN = set()
 _STATE = []
 _snapshot(_SEEN, _STATE)

@@ -11,8 +11,10 @@ verifier runs on:
    deleted protected file is restored and recorded as tampering; a file the candidate
    *added* under a protected test folder is left out and noted (an honest agent's own
    test), one that configures or extends the runner is left out as tampering;
-3. config files (``pyproject.toml``, ``setup.cfg``, ``tox.ini``) count as changed only
-   when their runner sections changed, so a new dependency is not tampering;
+3. config files count as changed only when what the runner reads changed: the
+   ``[tool.pytest]`` table of ``pyproject.toml`` (a new dependency is not tampering); any
+   byte of a ``setup.cfg`` or ``tox.ini`` that names pytest at all (pytest's ini parser and
+   the standard library's disagree on what a section header is);
 4. hidden files are written in, required artifacts the candidate shipped are dropped;
 5. candidate code outside the protected paths that reaches into the runner's internals
    (``_pytest``, ``pluggy``, ``pytest_*`` hooks, ``sys.modules['pytest']``) is noted as
@@ -24,7 +26,6 @@ candidate symlink is ever followed on the host side.
 
 from __future__ import annotations
 
-import configparser
 import functools
 import os
 import re
@@ -273,12 +274,14 @@ def _runner_sections(name: str, data: bytes) -> object:
         if name == "pyproject.toml":
             tool = tomllib.loads(data.decode()).get("tool", {})
             return tool.get("pytest") if isinstance(tool, dict) else ("unparsable", data)
-        cp = configparser.RawConfigParser(strict=False)
-        cp.read_string(data.decode())
-        wanted = ("tool:pytest", "pytest") if name == "setup.cfg" else ("pytest",)
-        found = {s: dict(cp.items(s)) for s in cp.sections() if s in wanted}
-        return found or None
-    except (ValueError, UnicodeDecodeError, configparser.Error, RecursionError, MemoryError):
+        # pytest reads these files with its own ini parser, not configparser, and the two
+        # disagree on headers (``[pytest] # ...]`` is a pytest section to pytest, not to
+        # configparser: red team round twenty-three's addopts loaded so). A file that names
+        # pytest anywhere counts by its bytes; one that never does has no runner section.
+        if b"pytest" in data.lower():
+            return ("raw", data)
+        return None
+    except (ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return ("unparsable", data)
 
 
