@@ -989,14 +989,6 @@ def test_a_unittest_failure_dropped_before_its_report_is_tampering(tmp_path):
     assert any("T::test_x raised" in p for p in problems), (done.returncode, problems)
 
 
-def test_an_expected_unittest_failure_is_no_false_alarm(tmp_path):
-    done, _, guarded, problems = _run(
-        tmp_path, "X = 2\n", locked={"tests/test_unit.py": UNITTEST_FAILING}
-    )
-    assert done.returncode == 0, done.stdout
-    assert guarded and problems == [], problems
-
-
 # The hook reads each report's item (its node id): an item given a class of the candidate's
 # own (``item.__class__ = Mine``, a property over ``_nodeid``) or a dict key of its own (a str
 # subclass hashing like ``_nodeid``) would run candidate code in that lookup.
