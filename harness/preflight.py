@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,9 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PREFLIGHT_DIR",
+    "Proof",
     "preflight",
     "preflight_run",
-    "proof_seconds",
+    "proofs",
     "red_problem",
     "validate_in_envs",
 ]
@@ -77,9 +79,19 @@ def red_problem(result: ValidationResult) -> str | None:
     return None
 
 
+_STAMP_FORMAT = 2
+"""2: a stamp keeps the tests the reference solution passed (stamps of 1 are proven again)."""
+
+
 def _key(lc: LoadedCase, env_digest: str, backend: str, image: str | None) -> str:
     return digest_json(
-        {"case": lc.digest, "environment": env_digest, "backend": backend, "image": image}
+        {
+            "case": lc.digest,
+            "environment": env_digest,
+            "backend": backend,
+            "image": image,
+            "stamp": _STAMP_FORMAT,
+        }
     )
 
 
@@ -121,7 +133,7 @@ def preflight(
             continue
         image = images.get(lc.id)
         stamp = _stamp_path(folder, lc, env.digest, backend, image)
-        if not stamp.is_file():
+        if _read_stamp(stamp) is None:  # none, or not whole: proven (and written) anew
             todo.append((lc, image, stamp))
 
     def prove(lc: LoadedCase, image: str | None) -> tuple[ValidationResult, float]:
@@ -187,7 +199,7 @@ def _stamp(
     """Cache one pair's proof (written whole, then renamed into place).
 
     ``seconds``: how long the proof (two verifier runs) took; the run schedules its longest
-    cases first with it (:func:`proof_seconds`).
+    cases first with it (:func:`proofs`).
     """
     stamp.parent.mkdir(parents=True, exist_ok=True)
     part = stamp.with_suffix(".part")
@@ -203,6 +215,7 @@ def _stamp(
                 "red": result.red.reason if result.red else None,
                 "green": result.green.reason if result.green else None,
                 "proof_seconds": round(seconds, 3),
+                "green_passed": {path: list(ids) for path, ids in result.green_passed.items()},
             },
             indent=2,
             sort_keys=True,
@@ -251,26 +264,63 @@ def validate_in_envs(
     return out
 
 
-def proof_seconds(project: Project, plan: PlannedRun) -> dict[str, float]:
-    """How long each case's cached red/green proof took, for the run's backend and images.
+@dataclass(frozen=True)
+class Proof:
+    """What a run reads back from one case's cached red/green proof."""
 
-    A case whose proof is not cached, or was cached before proofs were timed, is left out.
-    The run starts its longest cases first (:func:`harness.run.execute`).
+    seconds: float | None
+    """How long the proof took (``None``: cached before proofs were timed)."""
+    green_passed: tuple[tuple[str, tuple[str, ...]], ...]
+    """Per JUnit artifact path, the tests the reference solution passed."""
+
+
+def _read_stamp(stamp: Path) -> Proof | None:
+    """Read one cached proof back, or ``None`` when there is none or it is not whole."""
+    try:
+        doc = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("green_passed"), dict):
+        return None
+    passed: list[tuple[str, tuple[str, ...]]] = []
+    for path, ids in sorted(doc["green_passed"].items()):
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return None
+        passed.append((path, tuple(ids)))
+    seconds = doc.get("proof_seconds")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        seconds = None
+    return Proof(None if seconds is None else float(seconds), tuple(passed))
+
+
+def proofs(project: Project, plan: PlannedRun) -> dict[str, Proof]:
+    """Each case's cached red/green proof, for the run's backend and images.
+
+    Read after :func:`preflight_run` proved every pair: the run starts its longest cases
+    first (:func:`harness.run.execute`) and hands each trial the tests its proof passed
+    (:attr:`harness.trial.spec.TrialSpec.proven`). Cases without a proof (no environment,
+    not an exec-lane change) are left out.
+
+    Raises:
+        InfraError: a proof preflight stands on cannot be read back whole (reason
+            ``preflight_failed``): the trials would lose a check.
     """
     folder = project.store_dir / PREFLIGHT_DIR
     images = plan.record.system.case_images or {}
-    found: dict[str, float] = {}
+    found: dict[str, Proof] = {}
     for lc in plan.cases:
         env = plan.envs.cases.get(lc.id)
-        if env is None:
+        if env is None or lc.case.lane != "exec" or lc.case.expect != "change":
             continue
         stamp = _stamp_path(folder, lc, env.digest, plan.record.backend, images.get(lc.id))
-        try:
-            seconds = json.loads(stamp.read_text()).get("proof_seconds")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
-            found[lc.id] = float(seconds)
+        proof = _read_stamp(stamp)
+        if proof is None:
+            raise InfraError(
+                f"preflight: the proof of case {lc.id} cannot be read back whole "
+                f"({PREFLIGHT_DIR}/{stamp.name}); run again to prove the case anew",
+                reason="preflight_failed",
+            )
+        found[lc.id] = proof
     return found
 
 

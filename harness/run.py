@@ -12,6 +12,7 @@ again; only the coordinator writes records.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import random
@@ -35,6 +36,7 @@ from harness.trial.spec import TrialSpec
 if TYPE_CHECKING:
     from harness.decision import RunDecision
     from harness.gateway import LinkAddress
+    from harness.preflight import Proof
 
 __all__ = [
     "RunObserver",
@@ -58,7 +60,7 @@ def execute(
 ) -> tuple[int, int]:
     """Run the specs not yet recorded: longest cases first, each case's trials interleaved.
 
-    ``expected``: seconds per case id (:func:`harness.preflight.proof_seconds`); cases
+    ``expected``: seconds per case id (:func:`harness.preflight.proofs`); cases
     without a figure go first, as the longest may be among them. Longest first keeps
     workers busy to the end (a long trial started last leaves the others idle). Within a
     case the trials of both arms run in the run's seeded random order, so whatever drifts
@@ -323,11 +325,13 @@ def run_release(
             open_pool(store, plan.pool_key)
         with gateway, store.open_run(plan.record) as handle:
             obs.started(plan, handle.run_id, len(handle.done()))
-            from harness.preflight import proof_seconds
+            from harness.preflight import proofs
 
-            expected = proof_seconds(project, plan)
-            execute(handle, plan.specs, executor, on_record=obs.trial_finished, expected=expected)
-            extra = flaky_rerun_specs(plan, store, project)
+            proven = proofs(project, plan)
+            expected = {k: p.seconds for k, p in proven.items() if p.seconds is not None}
+            specs = with_proofs(plan.specs, proven)
+            execute(handle, specs, executor, on_record=obs.trial_finished, expected=expected)
+            extra = with_proofs(flaky_rerun_specs(plan, store, project), proven)
             if extra:
                 done = handle.done()
                 obs.planned(
@@ -355,6 +359,16 @@ def run_release(
             reason="report_write",
         ) from exc
     return RunOutcome(handle.run_id, decision, reports)
+
+
+def with_proofs(specs: Sequence[TrialSpec], proven: Mapping[str, Proof]) -> list[TrialSpec]:
+    """Hand each trial the tests its case's proof passed (no trial may skip them)."""
+    return [
+        dataclasses.replace(s, proven=proven[s.key.case_id].green_passed)
+        if s.key.case_id in proven
+        else s
+        for s in specs
+    ]
 
 
 def _preflight(project: Project, plan: PlannedRun, obs: RunObserver, jobs: int) -> None:

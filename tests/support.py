@@ -116,6 +116,21 @@ def make_project(root: Path, n_cases: int = 3) -> Path:
     return root
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bundled_copy(dest: Path) -> Path:
+    """Copy the bundled example project (tracked files, no harness code) to ``dest``."""
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if name.startswith(("harness/", "tests/", "bench/", "docs/")):
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        (dest / name).write_bytes((REPO / name).read_bytes())
+    return dest
+
+
 def harness(
     root: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

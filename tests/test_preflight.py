@@ -98,6 +98,11 @@ def test_the_first_failing_pair_in_case_order_is_reported(
         assert started == ["c0", "c1"]  # one at a time: nothing after the failure starts
 
 
+def _plan(cases, envs, backend: str = "local") -> SimpleNamespace:
+    record = SimpleNamespace(backend=backend, system=SimpleNamespace(case_images=None))
+    return SimpleNamespace(cases=cases, envs=envs, record=record)
+
+
 def test_each_proof_is_timed_and_read_back_for_scheduling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,21 +115,64 @@ def test_each_proof_is_timed_and_read_back_for_scheduling(
     monkeypatch.setattr(pf, "validate_case", prove)
     cases, envs = _setup(3)
     _run(tmp_path, cases, envs, jobs=1)
-    record = SimpleNamespace(backend="local", system=SimpleNamespace(case_images=None))
-    plan = SimpleNamespace(cases=cases, envs=envs, record=record)
     project = SimpleNamespace(store_dir=tmp_path)
-    seconds = pf.proof_seconds(project, plan)  # type: ignore[arg-type]
+    seconds = {k: p.seconds for k, p in pf.proofs(project, _plan(cases, envs)).items()}  # type: ignore[arg-type]
     assert set(seconds) == {"c0", "c1", "c2"}
-    assert seconds["c1"] >= 1.0 > max(seconds["c0"], seconds["c2"])
-    # Another backend's proofs are not this run's; a stamp without a figure (written before
-    # proofs were timed) or unreadable is left out, never an error.
-    other = SimpleNamespace(
-        cases=cases, envs=envs, record=SimpleNamespace(backend="docker", system=record.system)
-    )
-    assert pf.proof_seconds(project, other) == {}  # type: ignore[arg-type]
+    assert seconds["c1"] >= 1.0 > max(seconds["c0"], seconds["c2"])  # type: ignore[operator]
+    # Another backend's proofs are not this run's (read before its preflight: refused); a
+    # stamp without a figure (written before proofs were timed) has none.
+    with pytest.raises(InfraError):
+        pf.proofs(project, _plan(cases, envs, "docker"))  # type: ignore[arg-type]
     stamps = sorted((tmp_path / pf.PREFLIGHT_DIR).glob("*.json"))
     old = json.loads(stamps[0].read_text())
     del old["proof_seconds"]
     stamps[0].write_text(json.dumps(old))
-    stamps[1].write_text("{not json")
-    assert len(pf.proof_seconds(project, plan)) == 1  # type: ignore[arg-type]
+    seconds = {k: p.seconds for k, p in pf.proofs(project, _plan(cases, envs)).items()}  # type: ignore[arg-type]
+    assert sorted(v is None for v in seconds.values()) == [False, False, True]
+
+
+def test_the_tests_the_reference_passed_are_kept_and_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every trial is handed them (a trial skipping one fails: tests/test_verify.py)."""
+    passed = {"reports/junit.xml": ("tests.test_a::test_one", "tests.test_a::test_two")}
+
+    def prove(lc, sandbox, downgrade, *, environment, image):
+        red = _verdict(Outcome.FAIL, FailureType.TEST_FAILURE)
+        return ValidationResult(lc.id, "ok", red, _verdict(Outcome.PASS, None), "ok", "", passed)
+
+    monkeypatch.setattr(pf, "validate_case", prove)
+    cases, envs = _setup(2)
+    _run(tmp_path, cases, envs, jobs=1)
+    project = SimpleNamespace(store_dir=tmp_path)
+    got = pf.proofs(project, _plan(cases, envs))  # type: ignore[arg-type]
+    assert {k: dict(p.green_passed) for k, p in got.items()} == {"c0": passed, "c1": passed}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["list-dropped", "not-json", "ids-not-strings"],
+)
+def test_a_proof_that_cannot_be_read_back_whole_is_proven_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A stamp without the list (or not whole) would hand its trials no list: never kept."""
+    monkeypatch.setattr(pf, "validate_case", lambda lc, *a, **k: _ok(lc.id))
+    cases, envs = _setup(2)
+    _run(tmp_path, cases, envs, jobs=1)
+    stamp = sorted((tmp_path / pf.PREFLIGHT_DIR).glob("*.json"))[0]
+    doc = json.loads(stamp.read_text())
+    if damage == "list-dropped":
+        del doc["green_passed"]
+        stamp.write_text(json.dumps(doc))
+    elif damage == "not-json":
+        stamp.write_text("{not json")
+    else:
+        doc["green_passed"] = {"reports/junit.xml": [1, 2]}
+        stamp.write_text(json.dumps(doc))
+    project = SimpleNamespace(store_dir=tmp_path)
+    with pytest.raises(InfraError) as info:  # read before it is proven again: refused
+        pf.proofs(project, _plan(cases, envs))  # type: ignore[arg-type]
+    assert info.value.reason == "preflight_failed" and "cannot be read back" in str(info.value)
+    assert _run(tmp_path, cases, envs, jobs=1) == [json.loads(stamp.read_text())["case"]]
+    assert len(pf.proofs(project, _plan(cases, envs))) == 2  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from harness.trial.verify import (
     judge_agent_phase,
     judge_verifier,
     parse_agent_result,
+    passed_tests,
 )
 
 # ----------------------------------------------------------------------------- helpers
@@ -525,6 +526,61 @@ def test_fail_to_pass_and_pass_to_pass_must_be_present_and_passed() -> None:
     verdict = judge(run(0), verifier(rule), {"report.xml": skipped_old})
     assert_fail(verdict, FailureType.TEST_FAILURE, "pass_to_pass", "test_old (skipped)")
     assert verdict.failing_tests == ("test_old",)
+
+
+def test_a_test_the_proof_passed_cannot_be_skipped_in_a_trial() -> None:
+    """Code a test calls can skip it (``unittest.SkipTest``): a wrong fix would hide the tests
+    that show it wrong where neither ``pass_to_pass`` nor ``min_tests`` counts them."""
+    green = junit(("test_a", "passed"), ("test_b", "passed"), ("test_c", "skipped"))
+    v = verifier(JUNIT)
+    proven = passed_tests(v, {"report.xml": green})
+    assert proven == {"report.xml": ("tests.test_x::test_a", "tests.test_x::test_b")}
+
+    hidden = junit(("test_a", "passed"), ("test_b", "skipped"), ("test_c", "skipped"))
+    assert judge(run(0), v, {"report.xml": hidden}).outcome is Outcome.PASS  # no proof: passes
+    verdict = judge_verifier(run(0), v, {"report.xml": hidden}, proven=proven)
+    assert_fail(verdict, FailureType.TEST_FAILURE, "report.xml].proven", "tests.test_x::test_b")
+    # A test the proof skipped may stay skipped; one the proof passed may pass.
+    same = junit(("test_a", "passed"), ("test_b", "passed"), ("test_c", "skipped"))
+    verdict = judge_verifier(run(0), v, {"report.xml": same}, proven=proven)
+    assert verdict.outcome is Outcome.PASS, verdict
+    assert any(c.name == "artifact[report.xml].proven" and c.ok for c in verdict.checks)
+
+
+def test_a_test_reported_twice_in_the_proof_counts_only_if_it_passed_every_time() -> None:
+    report = (
+        b'<testsuite><testcase classname="m" name="t"/>'
+        b'<testcase classname="m" name="t"><skipped message="later"/></testcase>'
+        b'<testcase classname="m" name="u"/></testsuite>'
+    )
+    assert passed_tests(verifier(JUNIT), {"report.xml": report}) == {"report.xml": ("m::u",)}
+    unparsable = {"report.xml": b"<testsuite"}
+    assert passed_tests(verifier(JUNIT), unparsable) == {}
+    assert passed_tests(verifier(JUNIT), {"report.xml": None}) == {}
+
+
+_STATUSES = st.sampled_from(["passed", "failed", "error", "skipped"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcdefg"), _STATUSES), max_size=12))
+def test_a_report_never_breaks_the_proof_it_gave(cases: list[tuple[str, str]]) -> None:
+    """The proof's list holds only tests that passed every time: the same report run again
+    passes the check, and skipping any listed test fails it."""
+    report = junit(*[(f"test_{n}", status) for n, status in cases])
+    v = verifier(JUNIT)
+    proven = passed_tests(v, {"report.xml": report})
+    listed = proven.get("report.xml", ())
+    for test_id in listed:
+        name = test_id.rsplit("::", 1)[1]
+        assert all(s == "passed" for n, s in cases if f"test_{n}" == name)
+    verdict = judge_verifier(run(0), v, {"report.xml": report}, proven=proven)
+    assert not any(c.name.endswith(".proven") and not c.ok for c in verdict.checks)
+    if listed:
+        skip = listed[0].rsplit("::", 1)[1]
+        changed = junit(*[(f"test_{n}", "skipped" if f"test_{n}" == skip else s) for n, s in cases])
+        verdict = judge_verifier(run(0), v, {"report.xml": changed}, proven=proven)
+        assert any(c.name.endswith(".proven") and not c.ok for c in verdict.checks)
 
 
 def test_required_test_reported_twice_must_pass_every_time() -> None:

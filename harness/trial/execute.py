@@ -63,7 +63,7 @@ from harness.trial.phases import (
     verifier_phase,
 )
 from harness.trial.spec import TrialSpec
-from harness.trial.verify import judge_agent_phase, parse_agent_result
+from harness.trial.verify import judge_agent_phase, parse_agent_result, passed_tests
 from harness.trial.workspace import Candidate, materialize, snapshot
 from harness.version import __version__
 
@@ -154,8 +154,11 @@ def verify_tree_phase(
     downgrade: frozenset[str] = frozenset(),
     environment: BuiltEnv | None = None,
     image: str | None = None,
-) -> tuple[PhaseRecord, Verdict]:
-    """:func:`verify_tree`, also returning the verifier's phase record (its excerpt)."""
+) -> tuple[PhaseRecord, Verdict, dict[str, tuple[str, ...]]]:
+    """:func:`verify_tree`, also returning the verifier's phase record and what passed.
+
+    What passed: per JUnit artifact, the tests (:func:`harness.trial.verify.passed_tests`).
+    """
     spec = TrialSpec(
         key=TrialKey(
             arm=Arm.CANDIDATE, release=label, case_id=lc.id, case_version=lc.version, trial=0
@@ -175,7 +178,7 @@ def verify_tree_phase(
         materialize(lc, start)
         ctx = TrialContext(spec, lc, sandbox, Path(tmp), start, {}, Blobs())
         record, verdict, _ = verifier_phase(ctx, 1, tree)
-        return record, verdict
+        return record, verdict, passed_tests(lc.case.verifier, ctx.artifacts.get(1, {}))
 
 
 def _public_feedback(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +141,8 @@ class TrialContext:
     """Per attempt: what the agent phase recorded before an exception ended the attempt."""
     clock: StepClock = field(default_factory=StepClock)
     """Times the trial's steps (the record's ``steps``)."""
+    artifacts: dict[int, Mapping[str, bytes | None]] = field(default_factory=dict)
+    """Per attempt: the verifier's artifacts as read after its run (what was judged)."""
 
 
 def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
@@ -385,7 +387,10 @@ def verifier_phase(
         shown = res.model_copy(update={"stderr": strip_stream(res.stderr, keys)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
     with clock.step("cross_check"):
-        verdict = judge_verifier(res, case.verifier, artifacts, started=True)
+        verdict = judge_verifier(
+            res, case.verifier, artifacts, started=True, proven=dict(ctx.spec.proven)
+        )
+        ctx.artifacts[attempt] = artifacts
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(

@@ -36,6 +36,10 @@ class TrialSpec:
     """The case's built environment: first on PATH in the verifier and the agent's shell."""
     agent_environment: BuiltEnv | None = None
     """The release's agent environment: mounted in the agent phase only."""
+    proven: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Per JUnit artifact path, the tests the reference solution passed in the case's
+    red/green proof (:mod:`harness.preflight`): a trial that skips one of them fails.
+    Empty when no proof is on record (a case without an environment)."""
     gateway_link: LinkAddress | None = field(default=None, repr=False, compare=False)
     """How a worker without the gateway in its process reaches it (``--executor dask``):
     set by the executor, never part of an identity or a record."""

@@ -9,9 +9,9 @@ green, is reported as broken: its verdicts would carry no information.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import _proc
@@ -39,6 +39,9 @@ class ValidationResult:
     message: str
     red_excerpt: str = ""
     """Excerpt of the verifier's output on the starting state (why it went red)."""
+    green_passed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per JUnit artifact, the tests that passed with the reference solution: no trial of
+    the case may skip them (:func:`harness.trial.verify.judge_verifier`'s ``proven``)."""
 
 
 def apply_patch(patch: Path, tree: Path) -> None:
@@ -65,9 +68,9 @@ def _verify(
     downgrade: frozenset[str],
     environment: BuiltEnv | None,
     image: str | None,
-) -> tuple[Verdict, str]:
+) -> tuple[Verdict, str, dict[str, tuple[str, ...]]]:
     try:
-        record, verdict = verify_tree_phase(
+        record, verdict, passed = verify_tree_phase(
             lc,
             sandbox,
             tree,
@@ -76,9 +79,9 @@ def _verify(
             environment=environment,
             image=image,
         )
-        return verdict, record.excerpt
+        return verdict, record.excerpt, passed
     except Exception as exc:
-        return verdict_from_exception(exc), ""
+        return verdict_from_exception(exc), "", {}
 
 
 def validate_case(
@@ -117,10 +120,10 @@ def validate_case(
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="validate") as pool:
                 red_run = pool.submit(_verify, lc, sandbox, red_tree, "red", *args)
                 green_run = pool.submit(_verify, lc, sandbox, green_tree, "green", *args)
-                (red, red_excerpt), (green, _) = red_run.result(), green_run.result()
+                (red, red_excerpt, _), (green, _, passed) = red_run.result(), green_run.result()
         else:
-            red, red_excerpt = _verify(lc, sandbox, red_tree, "red", *args)
-            green, _ = _verify(lc, sandbox, green_tree, "green", *args)
+            red, red_excerpt, _ = _verify(lc, sandbox, red_tree, "red", *args)
+            green, _, passed = _verify(lc, sandbox, green_tree, "green", *args)
     problems = []
     if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
         Outcome.INFRA_ERROR,
@@ -137,7 +140,13 @@ def validate_case(
     if problems:
         return ValidationResult(lc.id, "broken", red, green, "; ".join(problems), red_excerpt)
     return ValidationResult(
-        lc.id, "ok", red, green, f"red: {red.reason} · green: {green.reason}", red_excerpt
+        lc.id,
+        "ok",
+        red,
+        green,
+        f"red: {red.reason} · green: {green.reason}",
+        red_excerpt,
+        passed,
     )
 
 

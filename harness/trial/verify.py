@@ -30,6 +30,7 @@ __all__ = [
     "judge_agent_phase",
     "judge_verifier",
     "parse_agent_result",
+    "passed_tests",
 ]
 
 MAX_RESULT_BYTES = 1 << 20
@@ -296,12 +297,35 @@ def _required(
         checks.ok(name, f"{len(ids)} passed")
 
 
+def _proven(checks: _Checks, name: str, report: JUnitReport, proven: Sequence[str]) -> None:
+    """No test the reference solution passed in the case's proof may be skipped here.
+
+    A skip is raised by whatever code the test runs, the candidate's included
+    (``unittest.SkipTest``, ``pytest.skip``, ``pytest.xfail``): a wrong fix could skip the
+    tests that would show it wrong, where neither ``pass_to_pass`` names them nor
+    ``min_tests`` counts them (outside red team, round twenty-three).
+    """
+    if not proven:
+        return
+    skipped = [t for t in proven if any(c.status == "skipped" for c in report.find_all(t))]
+    if skipped:
+        checks.fail(
+            name,
+            f"{len(skipped)} test(s) passed with the reference solution in the case's proof "
+            f"and were skipped here: {_names(skipped)}",
+            FailureType.TEST_FAILURE,
+        )
+    else:
+        checks.ok(name, f"none of the {len(proven)} tests the proof passed was skipped")
+
+
 def _check_artifact(
     checks: _Checks,
     rule: ArtifactRule,
     data: bytes | None,
     report: JUnitReport | JUnitError | None,
     failing: list[str],
+    proven: Sequence[str] = (),
 ) -> None:
     prefix = f"artifact[{rule.path}]"
     if data is None:
@@ -349,6 +373,32 @@ def _check_artifact(
         checks.ok(f"{prefix}.no_failures")
     _required(checks, f"{prefix}.fail_to_pass", report, rule.fail_to_pass, failing)
     _required(checks, f"{prefix}.pass_to_pass", report, rule.pass_to_pass, failing)
+    _proven(checks, f"{prefix}.proven", report, proven)
+
+
+def passed_tests(
+    verifier: Verifier, artifacts: Mapping[str, bytes | None]
+) -> dict[str, tuple[str, ...]]:
+    """Return, for each JUnit artifact that parses, the ids of the tests that passed in it.
+
+    Kept from the green half of a case's proof (:mod:`harness.preflight`) and handed to
+    every trial's :func:`judge_verifier` as ``proven``.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for rule in verifier.artifacts:
+        data = artifacts.get(rule.path)
+        if rule.rule != "junit" or not data or not data.strip():
+            continue
+        try:
+            report = parse_junit(data)
+        except JUnitError:
+            continue
+        passed = dict.fromkeys(c.id for c in report.cases if c.status == "passed")
+        for c in report.cases:  # reported more than once, not passed every time
+            if c.status != "passed":
+                passed.pop(c.id, None)
+        out[rule.path] = tuple(passed)
+    return out
 
 
 def _dedupe(ids: Sequence[str]) -> tuple[str, ...]:
@@ -361,6 +411,7 @@ def judge_verifier(
     artifacts: Mapping[str, bytes | None],
     *,
     started: bool = False,
+    proven: Mapping[str, Sequence[str]] | None = None,
 ) -> Verdict:
     """Judge the verifier's run: the trial's verdict when the agent phase did not decide.
 
@@ -371,10 +422,11 @@ def judge_verifier(
     ``expected_exit`` → ``test_failure``; then each artifact rule (missing or empty →
     ``missing_artifact``; unparsable JSON/JUnit → ``invalid_artifact``; fewer executed
     tests than ``min_tests`` → ``no_tests``; failures or errors in the report, or a
-    fail-to-pass / pass-to-pass test absent or not passed → ``test_failure``). Every
-    check is reported, ok or not. With ``started`` (the caller proved the command
-    resolves in the sandbox before candidate code ran), exit 126/127 is candidate code's
-    status like any other: ``test_failure``.
+    fail-to-pass / pass-to-pass test absent or not passed, or a test of ``proven`` (per
+    artifact path: the tests the reference solution passed in the case's proof) skipped →
+    ``test_failure``). Every check is reported, ok or not. With ``started`` (the caller
+    proved the command resolves in the sandbox before candidate code ran), exit 126/127 is
+    candidate code's status like any other: ``test_failure``.
 
     Raises:
         ValueError: ``artifacts`` lacks an entry for a declared artifact (a caller bug,
@@ -423,7 +475,14 @@ def judge_verifier(
         else:
             checks.ok("verifier.exit", f"exited {code}")
     for rule in verifier.artifacts:
-        _check_artifact(checks, rule, artifacts[rule.path], reports.get(rule.path), failing)
+        _check_artifact(
+            checks,
+            rule,
+            artifacts[rule.path],
+            reports.get(rule.path),
+            failing,
+            (proven or {}).get(rule.path, ()),
+        )
 
     failing_tests = _dedupe(failing)
     if checks.first is not None:

@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 import pytest
-from support import harness
+from support import bundled_copy, harness
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _bundled_copy(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
-                           check=True).stdout.split()  # fmt: skip
-    for name in files:
-        if name.startswith(("harness/", "tests/", "bench/", "docs/")):
-            continue
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes((REPO / name).read_bytes())
-    return dest
-
 
 def test_reference_style_test_edits_are_noted_not_flagged(tmp_path):
-    root = _bundled_copy(tmp_path / "proj")
+    root = bundled_copy(tmp_path / "proj")
     patch = (root / "cases" / "trailing-empty-field" / "reference.patch").read_text()
     assert "+++ b/tests/test_records.py" in patch  # the reference edits a protected test
     done = harness(root, "run", "--release", "candidate", "--k", "2", "--case",
@@ -50,7 +35,7 @@ def test_reference_style_test_edits_are_noted_not_flagged(tmp_path):
 
 
 def test_a_failed_trials_diff_is_shown_beside_the_cases_reference(tmp_path):
-    root = _bundled_copy(tmp_path / "proj")
+    root = bundled_copy(tmp_path / "proj")
     done = harness(root, "run", "--release", "candidate-regressed", "--k", "1", timeout=900)
     assert done.returncode in (0, 1, 3), done.stdout + done.stderr
     trials = json.loads(harness(root, "show", "--json").stdout)["trials"]

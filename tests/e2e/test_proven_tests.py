@@ -1,0 +1,71 @@
+"""A test the reference solution passed in the case's proof may not be skipped in a trial.
+
+Code a test calls can skip it (``unittest.SkipTest`` raised from the code under test). A
+wrong fix could skip exactly the tests that show it wrong where the case names neither in
+``pass_to_pass`` nor counts them in ``min_tests`` (an outside red team did this on the
+bundled ``trailing-empty-field``: the requested fix right, ``parse_config`` broken and
+skipping its three tests; the trial passed). The proof's passed tests are kept with its
+stamp and every trial is judged against them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import bundled_copy, harness
+
+pytestmark = pytest.mark.integration
+
+BREAK_CONFIG = """
+    import unittest  # the regression: references no longer resolved, the tests skipped
+    raise unittest.SkipTest("config references: not supported in this build")
+"""
+
+
+def _release(root: Path) -> None:
+    """Add release ``skips``: the requested fix (the reference's) plus a skipping config."""
+    case = root / "cases" / "trailing-empty-field"
+    tree = root / "fixed"
+    subprocess.run(["cp", "-r", str(case / "repo"), str(tree)], check=True)
+    subprocess.run(["git", "apply", str(case / "reference.patch")], cwd=tree, check=True)
+    agent = root / "agents"
+    agent.mkdir()
+    (agent / "records.py").write_bytes((tree / "fieldkit" / "records.py").read_bytes())
+    config = (tree / "fieldkit" / "config.py").read_text()
+    head, sep, rest = config.partition("\ndef parse_config(")
+    signature, colon, body = rest.partition(":\n")  # first line of the body
+    assert sep and colon, "parse_config is where the bundled case has it"
+    (agent / "config.py").write_text(head + sep + signature + colon + BREAK_CONFIG + body)
+    (agent / "run.sh").write_text(
+        'cp /opt/harness/agent/agents/records.py "$HARNESS_WORKSPACE/fieldkit/records.py"\n'
+        'cp /opt/harness/agent/agents/config.py "$HARNESS_WORKSPACE/fieldkit/config.py"\n'
+    )
+    release = (
+        "  skips:\n"
+        "    agent:\n"
+        '      command: [sh, "{agent}/agents/run.sh"]\n'
+        "      files: [agents/run.sh, agents/records.py, agents/config.py]\n"
+        "    components: {model: none}\n"
+    )
+    text = (root / "harness.yaml").read_text()
+    (root / "harness.yaml").write_text(text.replace("releases:\n", "releases:\n" + release, 1))
+
+
+def test_a_fix_that_skips_the_tests_showing_it_wrong_fails(tmp_path: Path) -> None:
+    root = bundled_copy(tmp_path / "proj")
+    _release(root)
+    done = harness(root, "run", "--release", "skips", "--k", "1", "--case",
+                   "trailing-empty-field", "--no-report", timeout=900)  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
+    [trial] = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "fail", verdict
+    assert verdict["failure_type"] == "test_failure", verdict
+    assert "artifact[reports/junit.xml].proven" in verdict["reason"], verdict["reason"]
+    assert "tests.test_config::test_cycle" in verdict["reason"], verdict["reason"]
+    # The requested fix itself is right: its fail_to_pass tests passed.
+    checks = {c["name"]: c["ok"] for c in verdict["checks"]}
+    assert checks["artifact[reports/junit.xml].fail_to_pass"] is True, checks
