@@ -195,6 +195,10 @@ def test_the_records_are_stripped_from_what_the_reviewer_reads() -> None:
     shown = strip_stream(err, [KEY])
     assert b"@@harness" not in shown and b"some output" in shown
     assert strip_stream(b"plain\n", [KEY]) == b"plain\n"
+    # No blank line left where a record was (an excerpt of 2,000 records was all newlines).
+    around = b"before\n" + err + b"after\n"
+    assert strip_stream(around, [KEY]) == b"before\n" + shown + b"after\n"
+    assert b"\n\n" not in strip_stream(around, [KEY])
     foreign = err + rec(b"g" * 32, k="end", run="r", exit=0)
     assert strip_stream(foreign, [KEY]).count(b"@@harness") == 1  # the candidate's: shown
 

@@ -2094,8 +2094,16 @@ def strip_stream(stderr: bytes, keys: Iterable[bytes]) -> bytes:
     markers = [m for m in map(_marker, keys) if m in stderr]
     if not markers:
         return stderr
-    pattern = rb"\n?[^\n]*(?:" + b"|".join(map(re.escape, markers)) + rb")[^\n]*\n?"
-    return re.sub(pattern, b"\n", stderr)
+    # Whole lines go (a line a record shares goes with it), and the empty line the guard's
+    # own newline before each record makes: no blank lines left where records were.
+    shown: list[bytes] = []
+    for line in stderr.splitlines(keepends=True):
+        if any(m in line for m in markers):
+            if shown and shown[-1] in (b"\n", b"\r\n"):
+                shown.pop()
+            continue
+        shown.append(line)
+    return b"".join(shown)
 
 
 # ---------------------------------------------------------------------------- judging
