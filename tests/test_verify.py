@@ -528,9 +528,10 @@ def test_fail_to_pass_and_pass_to_pass_must_be_present_and_passed() -> None:
     assert verdict.failing_tests == ("test_old",)
 
 
-def test_a_test_the_proof_passed_cannot_be_skipped_in_a_trial() -> None:
-    """Code a test calls can skip it (``unittest.SkipTest``): a wrong fix would hide the tests
-    that show it wrong where neither ``pass_to_pass`` nor ``min_tests`` counts them."""
+def test_a_test_the_proof_passed_must_run_and_pass_in_a_trial() -> None:
+    """Code a test calls can skip it (``unittest.SkipTest``), code a test module imports can
+    keep it from being collected (``__test__ = False``): a wrong fix would hide the tests that
+    show it wrong where neither ``pass_to_pass`` nor ``min_tests`` counts them."""
     green = junit(("test_a", "passed"), ("test_b", "passed"), ("test_c", "skipped"))
     v = verifier(JUNIT)
     proven = passed_tests(v, {"report.xml": green})
@@ -539,7 +540,14 @@ def test_a_test_the_proof_passed_cannot_be_skipped_in_a_trial() -> None:
     hidden = junit(("test_a", "passed"), ("test_b", "skipped"), ("test_c", "skipped"))
     assert judge(run(0), v, {"report.xml": hidden}).outcome is Outcome.PASS  # no proof: passes
     verdict = judge_verifier(run(0), v, {"report.xml": hidden}, proven=proven)
-    assert_fail(verdict, FailureType.TEST_FAILURE, "report.xml].proven", "tests.test_x::test_b")
+    assert_fail(
+        verdict, FailureType.TEST_FAILURE, "report.xml].proven", "tests.test_x::test_b (skipped)"
+    )
+    assert verdict.failing_tests == ("tests.test_x::test_b",)
+    gone = junit(("test_a", "passed"), ("test_c", "skipped"))
+    assert judge(run(0), v, {"report.xml": gone}).outcome is Outcome.PASS  # no proof: passes
+    verdict = judge_verifier(run(0), v, {"report.xml": gone}, proven=proven)
+    assert_fail(verdict, FailureType.TEST_FAILURE, "tests.test_x::test_b (not run)")
     # A test the proof skipped may stay skipped; one the proof passed may pass.
     same = junit(("test_a", "passed"), ("test_b", "passed"), ("test_c", "skipped"))
     verdict = judge_verifier(run(0), v, {"report.xml": same}, proven=proven)
@@ -577,10 +585,13 @@ def test_a_report_never_breaks_the_proof_it_gave(cases: list[tuple[str, str]]) -
     verdict = judge_verifier(run(0), v, {"report.xml": report}, proven=proven)
     assert not any(c.name.endswith(".proven") and not c.ok for c in verdict.checks)
     if listed:
-        skip = listed[0].rsplit("::", 1)[1]
-        changed = junit(*[(f"test_{n}", "skipped" if f"test_{n}" == skip else s) for n, s in cases])
-        verdict = judge_verifier(run(0), v, {"report.xml": changed}, proven=proven)
-        assert any(c.name.endswith(".proven") and not c.ok for c in verdict.checks)
+        hide = listed[0].rsplit("::", 1)[1]
+        skipped = junit(*[(f"test_{n}", "skipped" if f"test_{n}" == hide else s) for n, s in cases])
+        gone = junit(*[(f"test_{n}", s) for n, s in cases if f"test_{n}" != hide])
+        for changed in (skipped, gone):
+            verdict = judge_verifier(run(0), v, {"report.xml": changed}, proven=proven)
+            assert any(c.name.endswith(".proven") and not c.ok for c in verdict.checks)
+            assert verdict.outcome is Outcome.FAIL
 
 
 def test_required_test_reported_twice_must_pass_every_time() -> None:

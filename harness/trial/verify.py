@@ -297,26 +297,36 @@ def _required(
         checks.ok(name, f"{len(ids)} passed")
 
 
-def _proven(checks: _Checks, name: str, report: JUnitReport, proven: Sequence[str]) -> None:
-    """No test the reference solution passed in the case's proof may be skipped here.
+def _proven(
+    checks: _Checks, name: str, report: JUnitReport, proven: Sequence[str], failing: list[str]
+) -> None:
+    """Every test the reference solution passed in the case's proof must run and pass here.
 
-    A skip is raised by whatever code the test runs, the candidate's included
-    (``unittest.SkipTest``, ``pytest.skip``, ``pytest.xfail``): a wrong fix could skip the
-    tests that would show it wrong, where neither ``pass_to_pass`` names them nor
-    ``min_tests`` counts them (outside red team, round twenty-three).
+    Whatever code a test runs, the candidate's included, can skip it (``unittest.SkipTest``,
+    ``pytest.skip``, ``pytest.xfail``) or keep pytest from collecting it (``__test__ = False``
+    set on the test, its class or its module while pytest looks at them): a wrong fix could
+    hide exactly the tests that show it wrong where neither ``pass_to_pass`` names them nor
+    ``min_tests`` counts them (outside red teams, rounds twenty-three and twenty-four).
     """
     if not proven:
         return
-    skipped = [t for t in proven if any(c.status == "skipped" for c in report.find_all(t))]
-    if skipped:
+    problems: list[str] = []
+    for test_id in proven:
+        found = report.find_all(test_id)
+        bad = sorted({c.status for c in found if c.status != "passed"})
+        if found and not bad:
+            continue
+        problems.append(f"{test_id} ({'/'.join(bad) if found else 'not run'})")
+        failing.append(test_id)
+    if problems:
         checks.fail(
             name,
-            f"{len(skipped)} test(s) passed with the reference solution in the case's proof "
-            f"and were skipped here: {_names(skipped)}",
+            f"{len(problems)} of the {len(proven)} tests the reference solution passed in the "
+            f"case's proof did not pass here: {_names(problems)}",
             FailureType.TEST_FAILURE,
         )
     else:
-        checks.ok(name, f"none of the {len(proven)} tests the proof passed was skipped")
+        checks.ok(name, f"all {len(proven)} tests the proof passed ran and passed")
 
 
 def _check_artifact(
@@ -373,7 +383,7 @@ def _check_artifact(
         checks.ok(f"{prefix}.no_failures")
     _required(checks, f"{prefix}.fail_to_pass", report, rule.fail_to_pass, failing)
     _required(checks, f"{prefix}.pass_to_pass", report, rule.pass_to_pass, failing)
-    _proven(checks, f"{prefix}.proven", report, proven)
+    _proven(checks, f"{prefix}.proven", report, proven, failing)
 
 
 def passed_tests(
@@ -422,8 +432,8 @@ def judge_verifier(
     ``expected_exit`` → ``test_failure``; then each artifact rule (missing or empty →
     ``missing_artifact``; unparsable JSON/JUnit → ``invalid_artifact``; fewer executed
     tests than ``min_tests`` → ``no_tests``; failures or errors in the report, or a
-    fail-to-pass / pass-to-pass test absent or not passed, or a test of ``proven`` (per
-    artifact path: the tests the reference solution passed in the case's proof) skipped →
+    fail-to-pass / pass-to-pass test, or a test of ``proven`` (per artifact path: the tests
+    the reference solution passed in the case's proof), absent or not passed →
     ``test_failure``). Every check is reported, ok or not. With ``started`` (the caller
     proved the command resolves in the sandbox before candidate code ran), exit 126/127 is
     candidate code's status like any other: ``test_failure``.

@@ -1,11 +1,13 @@
-"""A test the reference solution passed in the case's proof may not be skipped in a trial.
+"""A test the reference solution passed in the case's proof must run and pass in a trial.
 
-Code a test calls can skip it (``unittest.SkipTest`` raised from the code under test). A
-wrong fix could skip exactly the tests that show it wrong where the case names neither in
-``pass_to_pass`` nor counts them in ``min_tests`` (an outside red team did this on the
-bundled ``trailing-empty-field``: the requested fix right, ``parse_config`` broken and
-skipping its three tests; the trial passed). The proof's passed tests are kept with its
-stamp and every trial is judged against them.
+Code a test calls can skip it (``unittest.SkipTest`` raised from the code under test), and
+code a test module imports can keep pytest from collecting it (``__test__ = False`` set on
+the module while it is imported). A wrong fix could hide exactly the tests that show it
+wrong where the case names them neither in ``pass_to_pass`` nor counts them in
+``min_tests``: outside red teams did both on the bundled ``trailing-empty-field`` (rounds
+twenty-three and twenty-four: the requested fix right, ``parse_config`` broken, its tests
+skipped or gone; the trials passed). The proof's passed tests are kept with its stamp and
+every trial is judged against them.
 """
 
 from __future__ import annotations
@@ -19,14 +21,34 @@ from support import bundled_copy, harness
 
 pytestmark = pytest.mark.integration
 
-BREAK_CONFIG = """
+SKIP = """
     import unittest  # the regression: references no longer resolved, the tests skipped
     raise unittest.SkipTest("config references: not supported in this build")
 """
 
+# The regression: ``parse_config`` served by the module's ``__getattr__`` (PEP 562), which
+# marks the test module importing it as no test module while it is imported.
+UNCOLLECT = """
 
-def _release(root: Path) -> None:
-    """Add release ``skips``: the requested fix (the reference's) plus a skipping config."""
+_parse_config = parse_config
+del parse_config
+
+
+def __getattr__(name):
+    if name == "parse_config":
+        import sys
+
+        for module_name, module in list(sys.modules.items()):
+            if module_name.rsplit(".", 1)[-1] == "test_config":
+                module.__test__ = False
+        return lambda text: {}
+    raise AttributeError(name)
+"""
+
+
+def _release(root: Path, hide: str) -> None:
+    """Add release ``hides``: the requested fix (the reference's) plus a config regression
+    whose tests are skipped (``hide`` = ``skip``) or never collected (``uncollect``)."""
     case = root / "cases" / "trailing-empty-field"
     tree = root / "fixed"
     subprocess.run(["cp", "-r", str(case / "repo"), str(tree)], check=True)
@@ -38,13 +60,14 @@ def _release(root: Path) -> None:
     head, sep, rest = config.partition("\ndef parse_config(")
     signature, colon, body = rest.partition(":\n")  # first line of the body
     assert sep and colon, "parse_config is where the bundled case has it"
-    (agent / "config.py").write_text(head + sep + signature + colon + BREAK_CONFIG + body)
+    broken = head + sep + signature + colon + SKIP + body if hide == "skip" else config + UNCOLLECT
+    (agent / "config.py").write_text(broken)
     (agent / "run.sh").write_text(
         'cp /opt/harness/agent/agents/records.py "$HARNESS_WORKSPACE/fieldkit/records.py"\n'
         'cp /opt/harness/agent/agents/config.py "$HARNESS_WORKSPACE/fieldkit/config.py"\n'
     )
     release = (
-        "  skips:\n"
+        "  hides:\n"
         "    agent:\n"
         '      command: [sh, "{agent}/agents/run.sh"]\n'
         "      files: [agents/run.sh, agents/records.py, agents/config.py]\n"
@@ -54,10 +77,11 @@ def _release(root: Path) -> None:
     (root / "harness.yaml").write_text(text.replace("releases:\n", "releases:\n" + release, 1))
 
 
-def test_a_fix_that_skips_the_tests_showing_it_wrong_fails(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hide", ["skip", "uncollect"])
+def test_a_fix_that_hides_the_tests_showing_it_wrong_fails(tmp_path: Path, hide: str) -> None:
     root = bundled_copy(tmp_path / "proj")
-    _release(root)
-    done = harness(root, "run", "--release", "skips", "--k", "1", "--case",
+    _release(root, hide)
+    done = harness(root, "run", "--release", "hides", "--k", "1", "--case",
                    "trailing-empty-field", "--no-report", timeout=900)  # fmt: skip
     assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
     [trial] = json.loads(harness(root, "show", "--json").stdout)["trials"]
@@ -66,6 +90,7 @@ def test_a_fix_that_skips_the_tests_showing_it_wrong_fails(tmp_path: Path) -> No
     assert verdict["failure_type"] == "test_failure", verdict
     assert "artifact[reports/junit.xml].proven" in verdict["reason"], verdict["reason"]
     assert "tests.test_config::test_cycle" in verdict["reason"], verdict["reason"]
+    assert ("(skipped)" if hide == "skip" else "(not run)") in verdict["reason"]
     # The requested fix itself is right: its fail_to_pass tests passed.
     checks = {c["name"]: c["ok"] for c in verdict["checks"]}
     assert checks["artifact[reports/junit.xml].fail_to_pass"] is True, checks
