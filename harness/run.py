@@ -254,16 +254,20 @@ def sweep_orphans(backend: str) -> int:
 
 
 def _preload_gate(*, paired: bool) -> None:
-    """Import the gate's statistics on a thread while preflight and trials run.
+    """Import the gate on a thread while preflight and trials run.
 
-    ``scipy.special`` (the t quantile) and, when ``paired`` (a baseline), ``scipy.stats``
-    take up to a second or two to import, paid after the last trial otherwise; the gate's
-    own import of a module waits for this one to finish it.
+    The decision's modules and numpy, ``scipy.special`` (the t quantile) and, when
+    ``paired`` (a baseline), ``scipy.stats`` take up to a second or two to import, paid
+    before the first trial or after the last one otherwise; the run's own import of a
+    module waits for this one to finish it.
     """
 
     def load() -> None:
-        with contextlib.suppress(ImportError):
+        # A failure here is the run's own to report, when it imports the same module.
+        with contextlib.suppress(Exception):
             import scipy.special
+
+            import harness.decision  # noqa: F401
 
             if paired:
                 import scipy.stats  # noqa: F401
@@ -281,11 +285,19 @@ def run_release(
         LockMismatchError: cases differ from the task-set lock.
         InfraError: the sandbox backend cannot run at all.
     """
-    from harness.decision import decide_run
-    from harness.pool import open_pool
-
     obs: RunObserver = observer or _Silent()
     _check_executor_options(request)
+    # A Dask cluster starts now, while the run plans and proves its cases.
+    executor = make_executor(request.executor, request.scheduler, request.jobs)
+    try:
+        return _run(project, request, obs, executor)
+    finally:
+        executor.close()
+
+
+def _run(project: Project, request: RunRequest, obs: RunObserver, executor: Executor) -> RunOutcome:
+    from harness.pool import open_pool
+
     store = Store(project.store_dir)
     plan = plan_run(
         project,
@@ -315,8 +327,7 @@ def run_release(
             obs.swept(removed)
         _preload_gate(paired=plan.record.baseline is not None)
         _preflight(project, plan, obs, request.jobs or os.cpu_count() or 1)
-        link = getattr(served, "link", None)  # where Dask workers reach the gateway
-        executor = make_executor(request.executor, request.scheduler, request.jobs, link)
+        executor.ready(getattr(served, "link", None))  # where Dask workers reach the gateway
     except BaseException:
         gateway.close()
         raise
@@ -339,9 +350,13 @@ def run_release(
                     len(plan.specs) + sum(s.key.slug() in done for s in extra),
                 )
                 execute(handle, extra, executor, on_record=obs.trial_finished, expected=expected)
+            # Every trial is recorded: the workers go while the gate decides.
+            threading.Thread(target=executor.close, name="executor-close", daemon=True).start()
+            from harness.decision import decide_run  # imported meanwhile (_preload_gate)
+
             decision = decide_run(project, store, handle.run_id, write=True, handle=handle)
     finally:
-        executor.close()
+        executor.close()  # waits for a close already under way
     reports: tuple[Path, ...] = ()
     try:
         if request.report:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from harness.gateway import LinkAddress
 from harness.trial.execute import TrialOutput
 from harness.trial.spec import TrialSpec
 
@@ -25,7 +26,15 @@ def execute_spec(spec: TrialSpec) -> TrialOutput:
 
 
 class Executor(Protocol):
-    """Runs trial specs; yields outputs as they finish, in any order."""
+    """Runs trial specs; yields outputs as they finish, in any order.
+
+    Made before the run is planned (a cluster starts while the run prepares); ``ready``
+    is called once, before the run opens its record, and raises what starting raised.
+    """
+
+    def ready(self, link: LinkAddress | None = None) -> None:
+        """Wait until workers can take trials; ``link``: where they reach the gateway."""
+        ...
 
     def run(self, specs: Sequence[TrialSpec]) -> Iterator[TrialOutput]:
         """Run every spec; yield each output as soon as it is done."""

@@ -12,7 +12,11 @@ each such spec carries the link's address and secret (see :mod:`harness.gateway.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -24,23 +28,39 @@ from harness.trial.spec import TrialSpec
 
 __all__ = ["DaskExecutor"]
 
+_PRELOAD = "harness.trial.execute"
+
 
 class DaskExecutor:
-    """Run trials on a Dask cluster (a new local one, or the scheduler at ``scheduler``)."""
+    """Run trials on a Dask cluster (a new local one, or the scheduler at ``scheduler``).
+
+    A local cluster starts on a thread of its own from the moment the executor is made,
+    while the run plans and proves its cases, and its workers import the trial code as they
+    start; :meth:`ready` waits for it. A remote scheduler is reached in :meth:`ready`.
+    """
 
     def __init__(
         self, scheduler: str | None = None, jobs: int | None = None, link: LinkAddress | None = None
     ) -> None:
         self._link = link
-        try:
-            from dask.distributed import Client, LocalCluster
-        except ImportError:  # pragma: no cover - depends on the installation
+        if importlib.util.find_spec("distributed") is None:  # pragma: no cover - installation
             raise ConfigError(
                 "--executor dask needs the `distributed` package: pip install 'dask[distributed]'",
                 field="--executor",
-            ) from None
+            )
         self._cluster: Any = None
+        self._client: Any = None
+        self._scheduler, self._jobs = scheduler, jobs
+        self._started: Future[None] = Future()
+        self._closing = threading.Lock()
+        if scheduler is None:  # a remote scheduler is reached when the run is ready for it
+            threading.Thread(target=self._start, name="dask-start", daemon=True).start()
+
+    def _start(self) -> None:
+        scheduler, jobs = self._scheduler, self._jobs
         try:
+            from dask.distributed import Client, LocalCluster
+
             if scheduler is None:
                 self._cluster = LocalCluster(
                     n_workers=jobs or 2,
@@ -52,18 +72,37 @@ class DaskExecutor:
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": False},
                     silence_logs=40,
+                    # Each worker imports the trial code while the cluster starts.
+                    preload=[_PRELOAD],
                 )
-                self._client: Any = Client(self._cluster)
+                self._client = Client(self._cluster)
             else:
                 self._client = Client(scheduler, timeout=30)
         except OSError as exc:
-            raise InfraError(
-                f"cannot reach Dask scheduler {scheduler}: {exc}", reason="dask"
-            ) from None
+            self._started.set_exception(
+                InfraError(f"cannot reach Dask scheduler {scheduler}: {exc}", reason="dask")
+            )
+        except BaseException as exc:  # handed to whoever waits
+            self._started.set_exception(exc)
+        else:
+            self._started.set_result(None)
+
+    def ready(self, link: LinkAddress | None = None) -> None:
+        """Wait for the cluster; ``link``: where workers reach the run's gateway.
+
+        Raises:
+            InfraError: the scheduler cannot be reached (reason ``dask``).
+        """
+        if self._scheduler is not None and not self._started.done():
+            self._start()
+        self._started.result()
+        if link is not None:
+            self._link = link
 
     @property
     def client(self) -> Any:
-        """The ``distributed.Client`` in use."""
+        """The ``distributed.Client`` in use (waits for the cluster)."""
+        self.ready()
         return self._client
 
     def run(self, specs: Sequence[TrialSpec]) -> Iterator[TrialOutput]:
@@ -75,6 +114,7 @@ class DaskExecutor:
                 replace(s, gateway_link=self._link) if s.release.upstream is not None else s
                 for s in specs
             ]
+        self.ready()
         futures = self._client.map(execute_spec, list(specs), pure=False)
         try:
             for fut in as_completed(futures):
@@ -84,7 +124,16 @@ class DaskExecutor:
                 fut.cancel()
 
     def close(self) -> None:
-        """Close the client and any cluster this executor started."""
-        self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        """Close the client and any cluster this executor started (once it has started).
+
+        Safe to call again, from any thread: a later call returns when the first is done.
+        """
+        with self._closing:
+            if self._scheduler is None:  # wait for the local cluster's start, whatever it came to
+                with contextlib.suppress(BaseException):
+                    self._started.exception()
+            client, cluster, self._client, self._cluster = self._client, self._cluster, None, None
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()

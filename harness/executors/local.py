@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from harness.executors import execute_spec
+from harness.gateway import LinkAddress
 from harness.trial.execute import TrialOutput
 from harness.trial.spec import TrialSpec
 
@@ -23,6 +24,9 @@ class LocalExecutor:
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = jobs or os.cpu_count() or 1
         self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
+
+    def ready(self, link: LinkAddress | None = None) -> None:
+        """Threads are ready at once; trials in this process reach the gateway directly."""
 
     def run(self, specs: Sequence[TrialSpec]) -> Iterator[TrialOutput]:
         """Submit at most ``2 * jobs`` specs at a time; yield outputs as they finish."""
@@ -40,5 +44,5 @@ class LocalExecutor:
                 fut.cancel()
 
     def close(self) -> None:
-        """Stop the pool (running trials finish; queued ones are dropped)."""
+        """Stop the pool (running trials finish; queued ones are dropped); safe to repeat."""
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -21,7 +21,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-import numpy as np
 from pydantic import Field
 
 from harness.frozen import Frozen as _Frozen
@@ -240,6 +239,8 @@ def _mean_ci(values: Sequence[float], level: float) -> MeanCI:
     n = len(values)
     if n == 0:
         return MeanCI(n_cases=0, mean=None, ci_low=None, ci_high=None, level=level)
+    import numpy as np  # here, not at the top: planning a run imports this module
+
     arr = np.asarray(values, dtype=float)
     mean = float(arr.mean())
     if n < 2:
@@ -281,6 +282,8 @@ class ArmSummary(_Frozen):
 
 def summarize_arm(arm: ArmData, *, level: float = 0.95) -> ArmSummary:
     """Summarise an arm: means over cases with t-based CIs over cases, and spread."""
+    import numpy as np
+
     cases = tuple(summarize_case(arm.cases[cid], arm.k, cid) for cid in sorted(arm.cases))
     rates = [c.pass_rate for c in cases if c.pass_rate is not None]
     hats = [c.pass_hat_k for c in cases if c.pass_hat_k is not None]

@@ -32,6 +32,7 @@ def test_trials_on_a_local_dask_cluster_match_the_plan(tmp_path):
             taken.bind(("0.0.0.0", 8787))
             taken.listen()
         executor = DaskExecutor(jobs=2)
+        executor.ready()  # the cluster starts on a thread of its own: started by now
     try:
         workers = executor.client.scheduler_info()["workers"]
         assert len(workers) == 2
@@ -59,3 +60,33 @@ def test_a_dask_cluster_starts_trials_in_the_order_the_run_gives(tmp_path):
         executor.close()
     started = sorted(outputs, key=lambda o: o.record.started_at)
     assert [o.record.key for o in started] == [s.key for s in order]
+
+
+def test_an_executor_closed_while_its_cluster_starts_leaves_no_worker_behind():
+    # The run makes the executor before it plans; a bad project fails the run at once and
+    # closes the executor whose cluster is still starting: the close waits for the start,
+    # then stops every worker, and a second close (the run's own at its end) is harmless.
+    import threading
+
+    import psutil
+
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    executor = DaskExecutor(jobs=2)
+    closers = [threading.Thread(target=executor.close) for _ in range(2)]
+    for t in closers:
+        t.start()
+    for t in closers:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in closers)
+    executor.close()
+    for t in threading.enumerate():  # a start the close did not wait for ends here
+        if t.name == "dask-start":
+            t.join(timeout=60)
+    left = [
+        p
+        for p in me.children(recursive=True)
+        if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline())
+    ]  # multiprocessing's resource tracker lives as long as this process, by design
+    _, alive = psutil.wait_procs(left, timeout=10)
+    assert not alive, [p.cmdline() for p in alive]
