@@ -1946,6 +1946,8 @@ class _Run:
     junit: str
     key: bytes
     outcomes: list[tuple[str, str, str]] = field(default_factory=list)
+    nodes: dict[str, str] = field(default_factory=dict)
+    """JUnit id -> pytest node id (``path/to/test_x.py::test_y``, from the rootdir)."""
     collected: int | None = None
     end: dict[str, object] | None = None
 
@@ -1961,6 +1963,11 @@ class Stream:
     """What the guard saw in the process (``x`` records), deduplicated, in order."""
     malformed: int = 0
     """Records under a guard's key that are not valid (only candidate code writes those)."""
+
+    def nodes(self, junit: str) -> dict[str, str] | None:
+        """Return JUnit id -> node id for the last run writing ``junit`` (None: no run)."""
+        runs = [self.runs[r] for r in self.order if self.runs[r].junit == os.path.normpath(junit)]
+        return dict(runs[-1].nodes) if runs else None
 
     def ran_tests(self, junit: str) -> bool:
         """Tell whether the last run writing ``junit`` streamed any test outcome.
@@ -2078,6 +2085,7 @@ def _apply(stream: Stream, rec: dict[str, object], key: bytes) -> None:
         raise ValueError("a record after the run's end")
     if kind == "t":
         run.outcomes.append((str(rec["id"]), str(rec["when"]), str(rec["o"])))
+        run.nodes.setdefault(str(rec["id"]), str(rec.get("node", "")))
     elif kind == "n":
         run.collected = int(str(rec["n"]))
     elif kind == "end":

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -64,6 +65,7 @@ from harness.trial.phases import (
 )
 from harness.trial.spec import TrialSpec
 from harness.trial.verify import judge_agent_phase, parse_agent_result, passed_tests
+from harness.trial.vtree import VerificationTree
 from harness.trial.workspace import Candidate, materialize, snapshot
 from harness.version import __version__
 
@@ -177,8 +179,40 @@ def verify_tree_phase(
         start = Path(tmp) / "start"  # protected paths are restored from the real start
         materialize(lc, start)
         ctx = TrialContext(spec, lc, sandbox, Path(tmp), start, {}, Blobs())
-        record, verdict, _ = verifier_phase(ctx, 1, tree)
-        return record, verdict, passed_tests(lc.case.verifier, ctx.artifacts.get(1, {}))
+        record, verdict, vt = verifier_phase(ctx, 1, tree)
+        passed = passed_tests(lc.case.verifier, ctx.artifacts.get(1, {}))
+        return record, verdict, _fixed_tests(passed, ctx.nodes.get(1, {}), ctx.tmp / "verify-1", vt)
+
+
+def _fixed_tests(
+    passed: dict[str, tuple[str, ...]],
+    nodes: Mapping[str, Mapping[str, str]],
+    tree: Path,
+    vt: VerificationTree,
+) -> dict[str, tuple[str, ...]]:
+    """Keep the passed tests no candidate can change.
+
+    Not those of a file of the tree that is not protected (a doctest of the project's own
+    code, say): a correct fix may rewrite or remove those. A test whose file is not known
+    (no stream) is kept.
+    """
+    protected = set(vt.protected)
+    out: dict[str, tuple[str, ...]] = {}
+    for path, ids in passed.items():
+        by_id = nodes.get(path, {})
+        kept = []
+        for test_id in ids:
+            rel = os.path.normpath(by_id.get(test_id, "").split("::", 1)[0])
+            changeable = (
+                rel not in ("", ".")
+                and not rel.startswith("..")
+                and rel not in protected
+                and (tree / rel).is_file()
+            )
+            if not changeable:
+                kept.append(test_id)
+        out[path] = tuple(kept)
+    return out
 
 
 def _public_feedback(

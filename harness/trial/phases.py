@@ -56,6 +56,7 @@ from harness.store.records import (
 from harness.trial.evidence import (
     GUARD_MOUNT,
     KEY_BYTES,
+    Stream,
     check_reports,
     guard_files,
     parse_stream,
@@ -143,6 +144,8 @@ class TrialContext:
     """Times the trial's steps (the record's ``steps``)."""
     artifacts: dict[int, Mapping[str, bytes | None]] = field(default_factory=dict)
     """Per attempt: the verifier's artifacts as read after its run (what was judged)."""
+    nodes: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict)
+    """Per attempt, per JUnit artifact: each test's pytest node id, from the guard's stream."""
 
 
 def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
@@ -382,7 +385,8 @@ def verifier_phase(
                 for rule in case.verifier.artifacts
             }
             keys, canary = _guard_keys(v, box)
-            canary += _runner_checks(ws, case.verifier, res, artifacts, nonce, keys)
+            found, stream = _runner_checks(ws, case.verifier, res, artifacts, nonce, keys)
+            canary += found
         # The guard's records are evidence, not output: the reviewer reads the rest.
         shown = res.model_copy(update={"stderr": strip_stream(res.stderr, keys)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
@@ -391,6 +395,12 @@ def verifier_phase(
             res, case.verifier, artifacts, started=True, proven=dict(ctx.spec.proven)
         )
         ctx.artifacts[attempt] = artifacts
+        if stream is not None:
+            ctx.nodes[attempt] = {
+                rule.path: stream.nodes(os.path.normpath(f"{ws}/{rule.path}")) or {}
+                for rule in case.verifier.artifacts
+                if rule.rule == "junit"
+            }
     if canary:
         vt.tampering.extend(canary)
         verdict = Verdict(
@@ -490,10 +500,11 @@ def _runner_checks(
     artifacts: dict[str, bytes | None],
     nonce: str,
     keys: Sequence[bytes],
-) -> list[str]:
+) -> tuple[list[str], Stream | None]:
     """Check each JUnit artifact's canary and compare it with the guard's stream.
 
-    Strips the canary from ``artifacts`` in place; returns the problems (tampering).
+    Strips the canary from ``artifacts`` in place; returns the problems (tampering) and the
+    stream (``None`` when no artifact is a JUnit report).
     """
     stream = parse_stream(res.stderr, keys)
     problems: list[str] = []
@@ -508,7 +519,7 @@ def _runner_checks(
         if problem is not None:
             problems.append(f"{rule.path}: {problem}")
     if not reports:
-        return problems
+        return problems, None
     pytest_command = any("pytest" in a or "py.test" in a for a in verifier.command)
     found = check_reports(stream, reports, nonce, pytest_command=pytest_command)
     if found and res.stderr_truncated:
@@ -517,4 +528,4 @@ def _runner_checks(
             "harness's evidence in it"
         )
     problems.extend(p.replace(f"{ws}/", "", 1) for p in found)
-    return problems
+    return problems, stream

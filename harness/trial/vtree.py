@@ -91,6 +91,9 @@ class VerificationTree:
     the candidate left as it was. Code the candidate runs under the tests cannot rewrite a
     test module the runner has not read yet, and the guard trusts runner hooks only from
     files in this list (or from outside the workspace)."""
+    protected: list[str] = field(default_factory=list)
+    """The regular files of ``locked`` that are protected (tests, runner configuration,
+    hidden files): no candidate can change them, whatever it writes."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -360,6 +363,7 @@ def _lock(dest: Path, rules: _Rules, vt: VerificationTree) -> None:
     for rel in caches:
         (dest / rel).mkdir(mode=0o755)
     vt.locked = [*locked, *caches]
+    vt.protected = [rel for rel in locked if rules.protected(rel)]
 
 
 def _copy_candidate(

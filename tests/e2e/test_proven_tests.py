@@ -48,7 +48,8 @@ def __getattr__(name):
 
 def _release(root: Path, hide: str) -> None:
     """Add release ``hides``: the requested fix (the reference's) plus a config regression
-    whose tests are skipped (``hide`` = ``skip``) or never collected (``uncollect``)."""
+    whose tests are skipped (``hide`` = ``skip``) or never collected (``uncollect``), or
+    the fix alone (``none``)."""
     case = root / "cases" / "trailing-empty-field"
     tree = root / "fixed"
     subprocess.run(["cp", "-r", str(case / "repo"), str(tree)], check=True)
@@ -60,7 +61,11 @@ def _release(root: Path, hide: str) -> None:
     head, sep, rest = config.partition("\ndef parse_config(")
     signature, colon, body = rest.partition(":\n")  # first line of the body
     assert sep and colon, "parse_config is where the bundled case has it"
-    broken = head + sep + signature + colon + SKIP + body if hide == "skip" else config + UNCOLLECT
+    broken = {
+        "skip": head + sep + signature + colon + SKIP + body,
+        "uncollect": config + UNCOLLECT,
+        "none": config,
+    }[hide]
     (agent / "config.py").write_text(broken)
     (agent / "run.sh").write_text(
         'cp /opt/harness/agent/agents/records.py "$HARNESS_WORKSPACE/fieldkit/records.py"\n'
@@ -94,3 +99,50 @@ def test_a_fix_that_hides_the_tests_showing_it_wrong_fails(tmp_path: Path, hide:
     # The requested fix itself is right: its fail_to_pass tests passed.
     checks = {c["name"]: c["ok"] for c in verdict["checks"]}
     assert checks["artifact[reports/junit.xml].fail_to_pass"] is True, checks
+
+
+DEMO = '''"""A helper with a doctest (the project's own code: the candidate may change it)."""
+
+
+def double(x):
+    """Return ``2 * x``.
+
+    >>> double(2)
+    4
+    """
+    return 2 * x
+'''
+
+
+def test_a_correct_fix_may_rewrite_a_doctest_of_the_projects_own_code(tmp_path: Path) -> None:
+    """Only tests no candidate can change count as proven: a doctest in the project's code
+    passed in the proof, and a correct fix that rewrites that docstring still passes."""
+    root = bundled_copy(tmp_path / "proj")
+    case = root / "cases" / "trailing-empty-field"
+    (case / "repo" / "fieldkit" / "_demo.py").write_text(DEMO)
+    text = (case / "case.yaml").read_text()
+    old = "--junitxml=reports/junit.xml, tests]"
+    assert old in text
+    text = text.replace(old, old[:-1] + ", --doctest-modules, fieldkit]")
+    (case / "case.yaml").write_text(text.replace("\nversion: 1\n", "\nversion: 2\n", 1))
+    _release(root, "none")
+    plain = DEMO.replace("    >>> double(2)\n    4\n", "")
+    (root / "agents" / "_demo.py").write_text(plain)
+    run_sh = root / "agents" / "run.sh"
+    run_sh.write_text(
+        run_sh.read_text()
+        + 'cp /opt/harness/agent/agents/_demo.py "$HARNESS_WORKSPACE/fieldkit/_demo.py"\n'
+    )
+    text = (root / "harness.yaml").read_text()
+    (root / "harness.yaml").write_text(
+        text.replace("agents/config.py]", "agents/config.py, agents/_demo.py]")
+    )
+    assert harness(root, "cases", "lock").returncode == 0
+    done = harness(root, "run", "--release", "hides", "--k", "1", "--case",
+                   "trailing-empty-field", "--no-report", timeout=900)  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr
+    [trial] = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "pass", verdict
+    proven = next(c for c in verdict["checks"] if c["name"].endswith(".proven"))
+    assert proven["ok"], proven
