@@ -31,6 +31,21 @@ __all__ = ["DaskExecutor"]
 _PRELOAD = "harness.trial.execute"
 
 
+def _installed(*modules: str) -> bool:
+    """Tell whether each module can be found (without importing more than its parents)."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except (ImportError, ValueError):  # a parent that is not a package, or blocked
+        return False
+
+
+def _missing() -> ConfigError:
+    return ConfigError(
+        "--executor dask needs the `distributed` package: pip install 'dask[distributed]'",
+        field="--executor",
+    )
+
+
 class DaskExecutor:
     """Run trials on a Dask cluster (a new local one, or the scheduler at ``scheduler``).
 
@@ -43,11 +58,8 @@ class DaskExecutor:
         self, scheduler: str | None = None, jobs: int | None = None, link: LinkAddress | None = None
     ) -> None:
         self._link = link
-        if importlib.util.find_spec("distributed") is None:  # pragma: no cover - installation
-            raise ConfigError(
-                "--executor dask needs the `distributed` package: pip install 'dask[distributed]'",
-                field="--executor",
-            )
+        if not _installed("dask.distributed", "distributed"):
+            raise _missing()
         self._cluster: Any = None
         self._client: Any = None
         self._scheduler, self._jobs = scheduler, jobs
@@ -78,6 +90,8 @@ class DaskExecutor:
                 self._client = Client(self._cluster)
             else:
                 self._client = Client(scheduler, timeout=30)
+        except ImportError:
+            self._started.set_exception(_missing())
         except OSError as exc:
             self._started.set_exception(
                 InfraError(f"cannot reach Dask scheduler {scheduler}: {exc}", reason="dask")
