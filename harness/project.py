@@ -382,6 +382,7 @@ class Project(BaseModel):
         out: dict[str, str] = {}
         for rel in release.agent.files:
             path = self.root / rel
+            self._not_the_harness_own(name, rel)
             if path.is_dir():
                 out[rel] = tree_digest(path, exclude=("__pycache__",))
             elif path.is_file():
@@ -393,6 +394,32 @@ class Project(BaseModel):
                     field=f"releases.{name}.agent.files",
                 )
         return out
+
+    def _not_the_harness_own(self, name: str, rel: str) -> None:
+        """Refuse an agent file that is, holds or lies in a folder of the harness's own.
+
+        The cases (hidden tests, reference solutions), the store, the baselines and the
+        reports are what judges the agent: shown to it, they would decide its verdicts.
+        """
+        mine = os.path.realpath(self.root / rel)
+        for field, what in (
+            ("cases_dir", "the cases (hidden tests and reference solutions)"),
+            ("store_dir", "the record store"),
+            ("baselines_dir", "the baselines"),
+            ("reports_dir", "the reports"),
+        ):
+            folder = os.path.realpath(self.root / getattr(self.file, field))
+            if (
+                mine == folder
+                or mine.startswith(folder + os.sep)
+                or folder.startswith(mine + os.sep)
+            ):
+                raise ConfigError(
+                    f"agent file {rel!r} would show the agent {what} ({field} "
+                    f"{getattr(self.file, field)!r}): list only the agent's own files",
+                    file=self.root / PROJECT_FILE,
+                    field=f"releases.{name}.agent.files",
+                )
 
     def check_agent_program(self, name: str) -> None:
         """Refuse a command agent whose program is certainly missing.

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ("harness.yaml", "policy.yaml", "cases", "orchestration", "baselines", "env")
 
 HARNESS = "harness.yaml"
+AGENT_FILES = "releases.candidate.agent.files"
 POLICY = "policy.yaml"
 CASE = "cases/date-type/case.yaml"
 LOCK = "cases/golden.lock.yaml"
@@ -268,6 +269,21 @@ CORPUS: list[Bad] = [
     Bad(HARNESS, Set("reports_dir", "~/reports"), ("reports_dir",)),
     Bad(HARNESS, Set("reports_dir", ".harness"), ("reports_dir",)),
     Bad(HARNESS, Set("baselines_dir", "../../baselines"), ("baselines_dir",)),
+    # agent files that would show the agent what judges it (red team round twenty-five)
+    Bad(HARNESS, Set("releases.candidate.agent.files", ["cases"]), ("agent.files", "hidden tests")),
+    Bad(
+        HARNESS,
+        Set("releases.candidate.agent.files", ["cases/date-type/hidden"]),
+        ("hidden tests",),
+    ),
+    Bad(
+        HARNESS,
+        Set("releases.candidate.agent.files", [".harness"]),
+        ("agent.files", "record store"),
+    ),
+    Bad(
+        HARNESS, Set("releases.candidate.agent.files", ["baselines"]), ("agent.files", "baselines")
+    ),
     Bad(HARNESS, Set("policy", "../policy.yaml"), ("policy",)),
     Bad(HARNESS, Set("policy", "/etc/passwd"), ("policy",)),
     Bad(HARNESS, Set("policy", "cases"), ("policy",)),

@@ -12,16 +12,14 @@ digest the run recorded for the case: evidence never transfers to changed bytes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from harness.cases.load import load_case
+from harness.cases.patch import patch_paths
 from harness.errors import HarnessError
 
 __all__ = ["is_reference_edit", "patch_paths", "reference_patches", "reference_paths"]
-
-_HEADER = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.M)
 
 
 def reference_patches(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, str]:
@@ -37,11 +35,6 @@ def reference_patches(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, 
         except (HarnessError, OSError):
             continue
     return out
-
-
-def patch_paths(text: str) -> frozenset[str]:
-    """Return the workspace paths a unified diff touches."""
-    return frozenset(p for p in _HEADER.findall(text) if p != "/dev/null")
 
 
 def reference_paths(cases_dir: Path, digests: Mapping[str, str]) -> dict[str, frozenset[str]]:

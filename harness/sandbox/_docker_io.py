@@ -110,7 +110,8 @@ def pack_tree(
             if inner in locked and not info.issym():
                 mode = locked[inner]
                 info.uid, info.gid = 0, 0
-                info.mode = 0o755 if info.isdir() and mode == 0o644 else mode
+                runnable = info.isdir() or (info.isreg() and info.mode & 0o111)
+                info.mode = 0o755 if runnable and mode == 0o644 else mode  # a script stays runnable
             if info.isreg():
                 with entry.open("rb") as fh:
                     tar.addfile(info, fh)

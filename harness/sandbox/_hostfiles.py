@@ -109,6 +109,8 @@ class HostFiles:
             path = ws / rel if rel else ws
             if mode == 0o644 and path.is_dir() and not path.is_symlink():
                 mode = 0o755
+            elif mode == 0o644 and os.lstat(path).st_mode & 0o111:
+                mode = 0o755  # a script stays runnable
             if not self._resolves_inside(path) or (rel and path.is_symlink()):
                 raise SandboxUnavailableError(
                     f"{self._what} {self.label}: cannot lock {rel!r}: not inside the workspace",

@@ -431,7 +431,8 @@ class Sandbox(Protocol):
 def lock_plan(dest: str, locked: Sequence[str]) -> tuple[list[str], list[str]]:
     """Return the workspace-relative entries to lock and the folders above them.
 
-    A locked file is owned by root with mode 0644, a locked folder (an empty
+    A locked file is owned by root with mode 0644 (0755 when it was executable), a locked
+    folder (an empty
     ``__pycache__``, so that no compiled module can be planted next to a locked one) by
     root with mode 0755: ownership is the lock, so a copy the run makes is its own to edit
     (as a verifier that copies the tree and patches its copy expects). Every folder from

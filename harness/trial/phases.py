@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
 from harness.cases.model import PhaseContract, Verifier
+from harness.cases.patch import patched_paths
 from harness.env.plan import phase_view
 from harness.errors import (
     BudgetExceededError,
@@ -372,7 +373,7 @@ def verifier_phase(
         with clock.step("verifier_tree"):
             if ctx.spec.image is not None:  # the image seeded the starting tree: start empty
                 v.remove(v.paths.workspace)
-            put_candidate(v, tree, case.contract.verifier.disk_mb, vt.locked)
+            put_candidate(v, tree, case.contract.verifier.disk_mb, vt.read_only)
             box = f"{v.paths.io}/{os.path.basename(DROP_BOX)}" if _junit(case.verifier) else None
             if box is not None:
                 v.make_drop_box(box)
@@ -387,6 +388,7 @@ def verifier_phase(
             keys, canary = _guard_keys(v, box)
             found, stream = _runner_checks(ws, case.verifier, res, artifacts, nonce, keys)
             canary += found
+            canary += _appeared(v, ws, tree, ctx.lc)
         # The guard's records are evidence, not output: the reviewer reads the rest.
         shown = res.model_copy(update={"stderr": strip_stream(res.stderr, keys)})
         record = _phase_record("verifier", shown, v, ctx.blobs)
@@ -491,6 +493,36 @@ def _run_verifier(
             f"verifier's sandbox (exit {res.exit_code}, {res.termination.value})"
         )
     return res
+
+
+def _appeared(v: SandboxSession, ws: str, tree: Path, lc: LoadedCase) -> list[str]:
+    """Files the reference solution has, absent from the candidate's tree, found after the run.
+
+    Nothing the candidate submitted can change during the run (the tree is read-only), but
+    a new file can be made anywhere (tests write next to their modules): code under test
+    made a deliverable the candidate never shipped (a committed report, a generated file)
+    while the tests ran, and the checks read it (outside red team, round twenty-five). The
+    verifier's declared artifacts are its own to write.
+    """
+    ref = lc.case.reference
+    if ref is None:
+        return []
+    try:
+        wanted = patched_paths(lc.path(ref.patch).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return []
+    outputs = {os.path.normpath(a.path) for a in lc.case.verifier.artifacts}
+    found = []
+    for rel in sorted(wanted):
+        rel = os.path.normpath(rel)
+        if rel in outputs or rel.startswith(("..", "/")) or os.path.lexists(tree / rel):
+            continue
+        if v.read_file(f"{ws}/{rel}", limit=1) is not None:
+            found.append(
+                f"{rel}: not in the candidate's tree (the reference solution has it), "
+                "written while the verifier ran"
+            )
+    return found
 
 
 def _runner_checks(

@@ -94,6 +94,11 @@ class VerificationTree:
     protected: list[str] = field(default_factory=list)
     """The regular files of ``locked`` that are protected (tests, runner configuration,
     hidden files): no candidate can change them, whatever it writes."""
+    read_only: list[str] = field(default_factory=list)
+    """What the verifier's run may read but never change: ``locked`` and every other regular
+    file of the tree, the candidate's own included (its code, run by the tests, cannot
+    rewrite a file it submitted, nor one the checks after the tests read). New files may
+    still be made anywhere."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -364,6 +369,8 @@ def _lock(dest: Path, rules: _Rules, vt: VerificationTree) -> None:
         (dest / rel).mkdir(mode=0o755)
     vt.locked = [*locked, *caches]
     vt.protected = [rel for rel in locked if rules.protected(rel)]
+    regular = [rel for rel, st in sorted(entries.items()) if stat.S_ISREG(st.st_mode)]
+    vt.read_only = [*regular, *caches]
 
 
 def _copy_candidate(
