@@ -48,6 +48,7 @@ __all__ = [
     "rmtree",
     "safe_extract",
     "storable",
+    "tree_entries",
 ]
 
 MAX_TREE_DEPTH = 128
@@ -186,6 +187,25 @@ def rmtree(path: str | os.PathLike[str]) -> None:
             continue
         finally:
             os.close(fd)
+
+
+def tree_entries(root: str | os.PathLike[str]) -> list[Path]:
+    """Every entry under ``root`` (files, folders, links), sorted, never following a link.
+
+    What ``sorted(Path(root).rglob("*"))`` lists, without its pitfalls on a tree an agent
+    made: the walk neither recurses (no depth limit) nor stats a link's target (the 3.11.2
+    of Debian bookworm raised ``ENAMETOOLONG`` from ``rglob`` on a link whose target was a
+    single 300-byte name: outside red team, round twenty-five).
+    """
+    found: list[Path] = []
+    stack = [os.fspath(root)]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                found.append(Path(entry.path))
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    return sorted(found)
 
 
 def tree_too_deep(root: str | os.PathLike[str], max_depth: int = MAX_TREE_DEPTH) -> int | None:

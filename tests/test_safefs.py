@@ -507,3 +507,23 @@ def test_loads_json_fast_path_agrees_with_the_walk(value: object, form: str, ext
         return
     assert loads_json(data) == expected
     json.dumps(loads_json(data), ensure_ascii=False).encode("utf-8")
+
+
+def test_a_tree_is_listed_without_following_a_link(tmp_path: Path) -> None:
+    """A link whose target is one 300-byte name (ENAMETOOLONG when followed) is listed as a
+    link: ``Path.rglob`` of Debian's Python 3.11.2 raised on it, and the agent's link turned
+    its trial into an infra error that blocked the gate (red team round twenty-five)."""
+    from harness._safefs import tree_entries
+    from harness.trial.workspace import pack_tree
+
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sub" / "b.txt").write_text("b\n")
+    (tmp_path / "pkg" / "notes").symlink_to("a" * 300)
+    (tmp_path / "pkg" / "up").symlink_to("..")  # a link to a folder is not walked into
+    rels = [p.relative_to(tmp_path).as_posix() for p in tree_entries(tmp_path)]
+    assert rels == ["pkg", "pkg/a.py", "pkg/notes", "pkg/sub", "pkg/sub/b.txt", "pkg/up"]
+    with tarfile.open(fileobj=io.BytesIO(pack_tree(tmp_path))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["pkg/notes"].issym() and members["pkg/notes"].linkname == "a" * 300
+    assert sorted(members) == rels

@@ -28,6 +28,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from harness._safefs import tree_entries
 from harness.digest import digest_file, digest_json, short, tree_digest
 from harness.env.build import cache_root, uv_binary
 from harness.env.lock import read_lock
@@ -65,7 +66,7 @@ def _tree_tar(root: Path) -> bytes:
             top = tarfile.TarInfo(parent)
             top.type, top.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(top)
-        for entry in sorted(root.rglob("*")):
+        for entry in tree_entries(root):
             name = f"{_SEED.lstrip('/')}/{entry.relative_to(root).as_posix()}"
             info = tar.gettarinfo(str(entry), name)
             info.uid = info.gid = 0

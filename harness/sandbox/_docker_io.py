@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness._safefs import safe_extract
+from harness._safefs import safe_extract, tree_entries
 from harness.sandbox._treebound import TreeCounter
 from harness.sandbox.base import DROP_BOX_MODE
 
@@ -101,7 +101,7 @@ def pack_tree(
     locked = locked or {}
     with tarfile.open(fileobj=buf, mode="w") as tar:
         _add_parents(tar, rel, uid, gid)
-        for entry in sorted(src.rglob("*")):
+        for entry in tree_entries(src):
             inner = entry.relative_to(src).as_posix()
             info = tar.gettarinfo(str(entry), str(rel / inner))
             if info.islnk():  # every path on its own: a copy, never a hard-link member

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import _proc
-from harness._safefs import UnsafeArchive, safe_extract
+from harness._safefs import UnsafeArchive, safe_extract, tree_entries
 from harness.cases.load import LoadedCase
 from harness.cases.model import ArchiveRepo, FolderRepo, GitRepo
 from harness.digest import digest_json, tree_manifest
@@ -99,7 +99,7 @@ def pack_tree(root: Path) -> bytes:
     """Deterministic gzip-less tarball of ``root`` (sorted, zeroed times and owners)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
-        for path in sorted(root.rglob("*")):
+        for path in tree_entries(root):
             rel = path.relative_to(root).as_posix()
             info = tf.gettarinfo(str(path), arcname=rel)
             info.mtime = 0
