@@ -80,13 +80,21 @@ def read_regular(path: str | os.PathLike[str], limit: int | None) -> bytes | Non
 
     Opened without following a final symlink and without blocking (a FIFO opens at once and
     is then refused by ``fstat``); a missing path, a folder, a FIFO, a socket, a device or a
-    symlink all read as ``None``. ``limit=None`` reads the whole file (only for files the
-    harness itself bounded).
+    symlink all read as ``None``, and so does a path that cannot be resolved (a link loop, a
+    folder linked to a name too long). ``limit=None`` reads the whole file (only for files
+    the harness itself bounded).
     """
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EISDIR, errno.ENXIO):
+        if exc.errno in (
+            errno.ENOENT,
+            errno.ENOTDIR,
+            errno.ELOOP,
+            errno.EISDIR,
+            errno.ENXIO,
+            errno.ENAMETOOLONG,  # a folder on the way is a link to one name over 255 bytes
+        ):
             return None
         raise
     try:

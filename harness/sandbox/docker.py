@@ -614,7 +614,12 @@ class DockerSession(CommandContainers):
         self._alive(f"read_file {path}")
         try:
             with docker_engine(f"read_file {path}", "transfer_failed"):
-                stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
+                try:
+                    stream, _ = self._holder.get_archive(path, chunk_size=1 << 16)
+                except docker.errors.APIError as exc:
+                    if _unresolvable(exc):  # what the run made of the path: not a file
+                        return None
+                    raise
                 try:  # streamed: at most ``limit`` bytes are kept, whatever the file's size
                     return first_file(stream, limit)
                 finally:
@@ -671,3 +676,19 @@ class DockerSession(CommandContainers):
             code, out = self._holder.exec_run(cmd, user="0")
         if code != 0:
             raise SandboxUnavailableError(f"docker: remove {path}: {out!r}", reason="exec_failed")
+
+
+_UNRESOLVABLE = ("file name too long", "too many links", "not a directory")
+
+
+def _unresolvable(exc: Exception) -> bool:
+    """Tell whether the engine could not resolve a path the sandboxed run shaped.
+
+    A folder turned into a link whose target is one name over 255 bytes, or a link loop,
+    is the run's doing: the file is not there to read (red team round twenty-five made
+    ``reports`` such a link and blocked the gate).
+    """
+    text = str(getattr(exc, "explanation", "") or exc).lower()
+    return getattr(getattr(exc, "response", None), "status_code", None) == 500 and any(
+        m in text for m in _UNRESOLVABLE
+    )

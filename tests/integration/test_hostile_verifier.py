@@ -406,6 +406,25 @@ def test_odd_file_names_are_judged_like_any_change(tmp_path, backend):
     assert t["verdict"]["outcome"] == "pass", (t["verdict"]["reason"], t["attempts"][0])
 
 
+# Appended to calc.py: at import (under the verifier) the report folder becomes a link to one
+# name over 255 bytes, so no path through it resolves (red team round twenty-five: exit 4).
+UNRESOLVABLE_REPORTS = (
+    "import os, shutil\n"
+    "shutil.rmtree('reports', ignore_errors=True)\n"
+    "if not os.path.lexists('reports'):\n"
+    "    os.symlink('a' * 300, 'reports')\n"
+)
+
+
+def test_a_report_folder_made_unresolvable_fails_never_blocks(tmp_path, backend):
+    body = FIX + f"w('calc.py', open('calc.py').read() + {UNRESOLVABLE_REPORTS!r})\n"
+    root = _project(tmp_path / "p", {"unresolvable": body})
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    t = _run(root, "unresolvable", backend)
+    assert t["verdict"]["outcome"] == "fail", t["verdict"]
+
+
 def test_a_huge_candidate_fails_quickly_on_the_files_bound(tmp_path, backend):
     body = (
         "os.makedirs('junk', exist_ok=True)\n"
