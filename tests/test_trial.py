@@ -111,6 +111,22 @@ def test_unexpected_exception_is_an_evaluator_error_not_a_fail(make_case, make_s
     assert rec.verdict.outcome is Outcome.EVALUATOR_ERROR
 
 
+def test_a_host_error_names_no_host_temp_folder(make_case, make_spec):
+    """An infra reason reaches the report, which never shows a host path."""
+    import tempfile
+
+    where = f"{tempfile.gettempdir()}/harness-trial-p1-x_y/candidate-1/fieldkit/notes"
+
+    def host(call: ExecCall) -> ExecResult:
+        raise OSError(36, "File name too long", where)
+
+    rec = run_trial(make_spec(make_case()), FakeSandbox(handler_for(_fixing_agent, host))).record
+    assert rec.verdict.outcome is Outcome.INFRA_ERROR
+    assert "File name too long" in rec.verdict.reason
+    assert tempfile.gettempdir() + "/" not in rec.verdict.reason, rec.verdict.reason
+    assert "<trial folder>/candidate-1/fieldkit/notes" in rec.verdict.reason
+
+
 def test_case_changed_after_planning_is_not_judged(make_case, make_spec):
     case_dir = make_case()
     spec = make_spec(case_dir)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -86,6 +87,18 @@ class TrialOutput:
     blobs: dict[str, bytes] = field(default_factory=dict)
 
 
+_HOST_TEMP = re.compile(re.escape(tempfile.gettempdir().rstrip("/")) + r"/harness-[^/\s'\"]+")
+
+
+def _no_host_temp(text: str) -> str:
+    """Return ``text`` with the harness's host temp folders named, not located.
+
+    A reason reaches the report, which never shows a host path (red team round
+    twenty-five found one through an unexpected host error).
+    """
+    return _HOST_TEMP.sub("<trial folder>", text)
+
+
 def verdict_from_exception(exc: BaseException) -> Verdict:
     """Turn an exception into a verdict: the one place where this happens.
 
@@ -107,7 +120,8 @@ def verdict_from_exception(exc: BaseException) -> Verdict:
     if isinstance(exc, CandidateTooLarge):  # found while copying it in: still its size
         return _too_large(exc)
     if isinstance(exc, OSError):
-        return Verdict(outcome=Outcome.INFRA_ERROR, reason=f"host: {type(exc).__name__}: {exc}")
+        reason = f"host: {type(exc).__name__}: {_no_host_temp(str(exc))}"
+        return Verdict(outcome=Outcome.INFRA_ERROR, reason=reason)
     if isinstance(exc, HarnessError):
         return Verdict(outcome=Outcome.EVALUATOR_ERROR, reason=f"{type(exc).__name__}: {exc}")
     tb = "".join(traceback.format_exception_only(type(exc), exc)).strip()
