@@ -131,6 +131,20 @@ def bundled_copy(dest: Path) -> Path:
     return dest
 
 
+def add_command_release(root: Path, name: str, files: list[str]) -> None:
+    """Add release ``name`` to ``root``'s harness.yaml: ``sh {agent}/agents/run.sh`` with
+    the agent ``files`` (project-relative), no model."""
+    release = (
+        f"  {name}:\n"
+        "    agent:\n"
+        '      command: [sh, "{agent}/agents/run.sh"]\n'
+        f"      files: [{', '.join(files)}]\n"
+        "    components: {model: none}\n"
+    )
+    text = (root / "harness.yaml").read_text()
+    (root / "harness.yaml").write_text(text.replace("releases:\n", "releases:\n" + release, 1))
+
+
 def harness(
     root: Path, *args: str, timeout: float = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

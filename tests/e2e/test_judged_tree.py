@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import bundled_copy, harness
+from support import add_command_release, bundled_copy, harness
 
 pytestmark = pytest.mark.integration
 
@@ -73,15 +73,7 @@ def _release(root: Path) -> None:
     ref = root / "cases" / "report-json-artifact" / "reference.patch"
     (agents / "report.patch").write_bytes(ref.read_bytes())
     (agents / "tail.py").write_text(MATERIALISE)
-    release = (
-        "  rewrites:\n"
-        "    agent:\n"
-        '      command: [sh, "{agent}/agents/run.sh"]\n'
-        "      files: [agents]\n"
-        "    components: {model: none}\n"
-    )
-    text = (root / "harness.yaml").read_text()
-    (root / "harness.yaml").write_text(text.replace("releases:\n", "releases:\n" + release, 1))
+    add_command_release(root, "rewrites", ["agents"])
 
 
 @pytest.mark.parametrize(

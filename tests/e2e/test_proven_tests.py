@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import bundled_copy, harness
+from support import add_command_release, bundled_copy, harness
 
 pytestmark = pytest.mark.integration
 
@@ -71,15 +71,7 @@ def _release(root: Path, hide: str) -> None:
         'cp /opt/harness/agent/agents/records.py "$HARNESS_WORKSPACE/fieldkit/records.py"\n'
         'cp /opt/harness/agent/agents/config.py "$HARNESS_WORKSPACE/fieldkit/config.py"\n'
     )
-    release = (
-        "  hides:\n"
-        "    agent:\n"
-        '      command: [sh, "{agent}/agents/run.sh"]\n'
-        "      files: [agents/run.sh, agents/records.py, agents/config.py]\n"
-        "    components: {model: none}\n"
-    )
-    text = (root / "harness.yaml").read_text()
-    (root / "harness.yaml").write_text(text.replace("releases:\n", "releases:\n" + release, 1))
+    add_command_release(root, "hides", ["agents/run.sh", "agents/records.py", "agents/config.py"])
 
 
 @pytest.mark.parametrize("hide", ["skip", "uncollect"])
