@@ -12,6 +12,7 @@ verdicts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from harness._safefs import tree_entries
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
 from harness.cases.model import PhaseContract, Verifier
@@ -505,12 +507,11 @@ def _appeared(v: SandboxSession, ws: str, tree: Path, lc: LoadedCase) -> list[st
     verifier's declared artifacts are its own to write.
     """
     ref = lc.case.reference
-    if ref is None:
-        return []
-    try:
-        wanted = patched_paths(lc.path(ref.patch).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return []
+    wanted: frozenset[str] = frozenset()
+    if ref is not None:
+        with contextlib.suppress(OSError):
+            text = lc.path(ref.patch).read_text(encoding="utf-8", errors="replace")
+            wanted = patched_paths(text)
     outputs = {os.path.normpath(a.path) for a in lc.case.verifier.artifacts}
     found = []
     for rel in sorted(wanted):
@@ -522,7 +523,32 @@ def _appeared(v: SandboxSession, ws: str, tree: Path, lc: LoadedCase) -> list[st
                 f"{rel}: not in the candidate's tree (the reference solution has it), "
                 "written while the verifier ran"
             )
+    # A link pointing at nothing stands in for a file the same way once the run makes its
+    # target (red team round twenty-six: a committed artifact and a spec file as links).
+    for link, target in _dangling_links(tree):
+        if target not in outputs and v.read_file(f"{ws}/{target}", limit=1) is not None:
+            found.append(
+                f"{link}: a link the candidate submitted pointing at nothing ({target}), "
+                "whose target was written while the verifier ran"
+            )
     return found
+
+
+def _dangling_links(tree: Path) -> list[tuple[str, str]]:
+    """Return the tree's relative links whose target, inside the tree, does not exist."""
+    out = []
+    for path in tree_entries(tree):
+        if not path.is_symlink():
+            continue
+        rel = path.relative_to(tree).as_posix()
+        target = os.readlink(path)
+        if os.path.isabs(target):
+            continue  # absolute links never reach the verifier's tree (left out)
+        resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+        if resolved.startswith("..") or os.path.lexists(tree / resolved):
+            continue
+        out.append((rel, resolved))
+    return out
 
 
 def _runner_checks(

@@ -60,14 +60,22 @@ A=/opt/harness/agent/agents
 case "$HARNESS_CASE_ID" in
   booleans-on-off) cp "$A/_booleans.py" fieldkit/_booleans.py ;;
   report-json-artifact)
-    git apply "$A/report.patch" && rm -rf artifacts && cat "$A/tail.py" >> fieldkit/cli.py ;;
+    git apply "$A/report.patch" && rm -rf artifacts && cat "$A/tail.py" >> fieldkit/cli.py
+    if [ -e "$A/as_link" ]; then  # the artifact "committed" as a link to what the run makes
+      sed -i 's#"artifacts/sample-report.json", "w"#"build/sample-report.json", "w"#' \\
+        fieldkit/cli.py
+      sed -i 's#os.makedirs("artifacts"#os.makedirs("build"#' fieldkit/cli.py
+      mkdir artifacts && ln -s ../build/sample-report.json artifacts/sample-report.json
+    fi ;;
 esac
 """
 
 
-def _release(root: Path) -> None:
+def _release(root: Path, as_link: bool = False) -> None:
     agents = root / "agents"
     agents.mkdir()
+    if as_link:
+        (agents / "as_link").write_text("")
     (agents / "run.sh").write_text(AGENT)
     (agents / "_booleans.py").write_text(SELF_RESTORING)
     ref = root / "cases" / "report-json-artifact" / "reference.patch"
@@ -77,17 +85,19 @@ def _release(root: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("case", "failure", "why"),
+    ("case", "as_link", "failure", "why"),
     [
-        ("booleans-on-off", "test_failure", "test_generated_booleans_are_in_sync"),
-        ("report-json-artifact", "tampering", "written while the verifier ran"),
+        ("booleans-on-off", False, "test_failure", "test_generated_booleans_are_in_sync"),
+        ("report-json-artifact", False, "tampering", "not in the candidate's tree"),
+        # round twenty-six: the artifact submitted as a link to nothing the run then makes
+        ("report-json-artifact", True, "tampering", "a link the candidate submitted"),
     ],
 )
 def test_code_under_test_cannot_rewrite_the_judged_tree(
-    tmp_path: Path, case: str, failure: str, why: str
+    tmp_path: Path, case: str, as_link: bool, failure: str, why: str
 ) -> None:
     root = bundled_copy(tmp_path / "proj")
-    _release(root)
+    _release(root, as_link)
     done = harness(root, "run", "--release", "rewrites", "--k", "1", "--case", case,
                    "--no-report", timeout=900)  # fmt: skip
     assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
