@@ -35,7 +35,6 @@ from harness.trial.spec import TrialSpec
 
 if TYPE_CHECKING:
     from harness.decision import RunDecision
-    from harness.gateway import LinkAddress
     from harness.preflight import Proof
 
 __all__ = [
@@ -228,14 +227,15 @@ def _check_executor_options(request: RunRequest) -> None:
         raise ConfigError("--scheduler needs --executor dask", field="--scheduler")
 
 
-def make_executor(
-    name: str, scheduler: str | None, jobs: int | None, link: LinkAddress | None = None
-) -> Executor:
-    """Start the executor named by ``--executor`` (``local`` or ``dask``)."""
+def make_executor(name: str, scheduler: str | None, jobs: int | None) -> Executor:
+    """Start the executor named by ``--executor`` (``local`` or ``dask``).
+
+    The gateway's link reaches Dask workers through :meth:`Executor.ready`.
+    """
     if name == "dask":
         from harness.executors.dask import DaskExecutor
 
-        return DaskExecutor(scheduler=scheduler, jobs=jobs, link=link)
+        return DaskExecutor(scheduler=scheduler, jobs=jobs)
     from harness.executors.local import LocalExecutor
 
     return LocalExecutor(jobs)

@@ -274,23 +274,29 @@ def _names(ids: Sequence[str], limit: int = 5) -> str:
     return shown + (f" (+{len(ids) - limit} more)" if len(ids) > limit else "")
 
 
+def _not_passed(report: JUnitReport, ids: Sequence[str], failing: list[str]) -> list[str]:
+    """Return the ids absent from the report or not passed every time, as problems.
+
+    Each reads ``id (not run)`` or ``id (<statuses>)``; those ids are added to ``failing``.
+    """
+    problems: list[str] = []
+    for test_id in ids:
+        found = report.find_all(test_id)
+        bad = sorted({c.status for c in found if c.status != "passed"})
+        if found and not bad:
+            continue
+        problems.append(f"{test_id} ({'/'.join(bad) if found else 'not run'})")
+        failing.append(test_id)
+    return problems
+
+
 def _required(
     checks: _Checks, name: str, report: JUnitReport, ids: Sequence[str], failing: list[str]
 ) -> None:
     """Each id must be present in the report and every occurrence must have passed."""
     if not ids:
         return
-    problems: list[str] = []
-    for test_id in ids:
-        found = report.find_all(test_id)
-        if not found:
-            problems.append(f"{test_id} (not run)")
-        else:
-            bad = sorted({c.status for c in found if c.status != "passed"})
-            if not bad:
-                continue
-            problems.append(f"{test_id} ({'/'.join(bad)})")
-        failing.append(test_id)
+    problems = _not_passed(report, ids, failing)
     if problems:
         checks.fail(name, _names(problems), FailureType.TEST_FAILURE)
     else:
@@ -310,14 +316,7 @@ def _proven(
     """
     if not proven:
         return
-    problems: list[str] = []
-    for test_id in proven:
-        found = report.find_all(test_id)
-        bad = sorted({c.status for c in found if c.status != "passed"})
-        if found and not bad:
-            continue
-        problems.append(f"{test_id} ({'/'.join(bad) if found else 'not run'})")
-        failing.append(test_id)
+    problems = _not_passed(report, proven, failing)
     if problems:
         checks.fail(
             name,
