@@ -155,7 +155,9 @@ class RetryPolicy(FrozenInput):
     """Budget of wall seconds per trial across attempts (waits for the upstream's lease,
     which are other trials' time, are not counted)."""
     infra_retries: int = Field(default=1, ge=0, le=5)
-    """How many times an infra_error is retried as infrastructure (never as feedback)."""
+    """How many times an infra_error is retried as infrastructure (never as feedback): a
+    candidate already taken is verified again; an agent phase is run again unless an
+    upstream fault on one of the agent's own model calls ended it (never tried again)."""
 
 
 class Components(FrozenInput):

@@ -97,10 +97,64 @@ def test_infra_error_is_retried_as_infrastructure_then_counted_apart(make_case, 
     sandbox = FakeSandbox(handler_for(_fixing_agent, broken))
     rec = run_trial(make_spec(make_case(), retry=RetryPolicy(infra_retries=2)), sandbox).record
     assert rec.verdict.outcome is Outcome.INFRA_ERROR
-    assert rec.attempts[0].infra_retries == 2
+    attempt = rec.attempts[0]
+    assert attempt.infra_retries == 2
     assert sum("--verifier" in c.label for c in sandbox.calls) == 3
     assert rec.stop_reason == "infra_error"
     assert "container vanished" in rec.verdict.reason
+    # The same candidate is verified again: the agent is never given a second try by it.
+    assert sum("--agent" in c.label for c in sandbox.calls) == 1
+    assert [t.candidate_digest for t in attempt.infra_tries] == [attempt.candidate_digest] * 2
+    assert all(t.agent is None and "container vanished" in t.verdict.reason
+               for t in attempt.infra_tries)  # fmt: skip
+    assert attempt.agent is not None and len(rec.tries()) == 3
+
+
+def test_a_verifier_phase_infra_retry_judges_the_candidate_the_agent_made(make_case, make_spec):
+    """The agent's first candidate is what is verified again, never a new draw of it."""
+    runs = {"agent": 0, "verifier": 0}
+
+    def drawing(call: ExecCall) -> None:  # a different candidate each time it runs
+        runs["agent"] += 1
+        body = "return 42" if runs["agent"] > 1 else "return 40"
+        (call.workspace / "pkg" / "mod.py").write_text(f"def answer():\n    {body}\n")
+        Path(call.env["HARNESS_RESULT"]).write_text(json.dumps({"status": "submitted"}))
+
+    def flaky(call: ExecCall) -> ExecResult:
+        runs["verifier"] += 1
+        if runs["verifier"] == 1:
+            raise SandboxUnavailableError("container vanished", reason="engine")
+        return _honest_verifier(call)
+
+    sandbox = FakeSandbox(handler_for(drawing, flaky))
+    rec = run_trial(make_spec(make_case(), retry=RetryPolicy(infra_retries=1)), sandbox).record
+    assert runs == {"agent": 1, "verifier": 2}
+    assert (rec.verdict.outcome, rec.verdict.failure_type) == (
+        Outcome.FAIL,
+        FailureType.TEST_FAILURE,
+    )
+    (kept,) = rec.attempts[0].infra_tries
+    assert kept.verdict.outcome is Outcome.INFRA_ERROR
+    assert kept.candidate_digest == rec.attempts[0].candidate_digest
+
+
+def test_an_agent_phase_infra_retry_runs_the_agent_again_and_keeps_the_lost_try(
+    make_case, make_spec
+):
+    runs = {"agent": 0}
+
+    def vanishing(call: ExecCall) -> None:
+        runs["agent"] += 1
+        if runs["agent"] == 1:
+            raise SandboxUnavailableError("container vanished", reason="engine")
+        _fixing_agent(call)
+
+    sandbox = FakeSandbox(handler_for(vanishing))
+    rec = run_trial(make_spec(make_case(), retry=RetryPolicy(infra_retries=1)), sandbox).record
+    assert rec.verdict.outcome is Outcome.PASS and runs["agent"] == 2
+    (kept,) = rec.attempts[0].infra_tries
+    assert kept.verdict.outcome is Outcome.INFRA_ERROR and kept.candidate_digest is None
+    assert rec.attempts[0].infra_retries == 1
 
 
 def test_unexpected_exception_is_an_evaluator_error_not_a_fail(make_case, make_spec):

@@ -181,6 +181,8 @@ class AttemptView(_Frozen):
     reason: str
     candidate_digest: str | None
     infra_retries: int
+    infra_reasons: tuple[str, ...] = ()
+    """Why infrastructure ended each earlier try of this attempt (records that keep them)."""
     feedback: bool
     """This attempt was handed a feedback package."""
 
@@ -361,8 +363,8 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
     for r in records:
         trials += 1
         used = False
-        for a in r.attempts:
-            attempts += 1
+        attempts += len(r.attempts)
+        for a in r.tries():  # an infra try's phases ran (and its agent spent) too
             if a.agent is not None:
                 agent += a.agent.duration_s
             if a.verifier is not None:
@@ -387,7 +389,7 @@ def _cost(records: Sequence[RunRecord]) -> ArmCost:
 
 def _seconds(records: Sequence[RunRecord]) -> float:
     return sum(
-        ph.duration_s for r in records for a in r.attempts for ph in (a.agent, a.verifier) if ph
+        ph.duration_s for r in records for a in r.tries() for ph in (a.agent, a.verifier) if ph
     )
 
 
@@ -400,6 +402,7 @@ def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
             reason=a.verdict.reason,
             candidate_digest=a.candidate_digest,
             infra_retries=a.infra_retries,
+            infra_reasons=tuple(t.verdict.reason for t in a.infra_tries),
             feedback=a.feedback_blob is not None,
         )
         for a in rec.attempts

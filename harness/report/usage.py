@@ -88,7 +88,7 @@ def harness_cost(records: Iterable[RunRecord]) -> HarnessCost | None:
         if r.steps is None or own is None:
             continue
         overhead.append(own)
-        verifier.append(sum(a.verifier.duration_s for a in r.attempts if a.verifier))
+        verifier.append(sum(a.verifier.duration_s for a in r.tries() if a.verifier))
         for name, value in r.steps.model_dump(exclude={"wall_s"}).items():
             steps[name] = steps.get(name, 0.0) + (value or 0.0)
     if not overhead:
@@ -110,7 +110,7 @@ def model_cost(records: Iterable[RunRecord]) -> ModelCost | None:
     models: set[str] = set()
     for r in records:
         used = False
-        for a in r.attempts:
+        for a in r.tries():  # an infra try's paid calls are paid too
             m = a.model
             if m is None:
                 continue
@@ -141,7 +141,7 @@ def verify_cost(records: Iterable[RunRecord]) -> VerifyCost:
     n = 0
     cpu = wall = 0.0
     for r in records:
-        for a in r.attempts:
+        for a in r.tries():
             if a.verifier is not None:
                 n += 1
                 wall += a.verifier.duration_s

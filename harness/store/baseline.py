@@ -30,7 +30,7 @@ from harness.errors import ConfigError, StoreError, StoreIntegrityError, StoreWr
 from harness.names import Name, check_name, inside
 from harness.project import Release
 from harness.sandbox.owner import owner_alive
-from harness.store.records import PhaseRecord, ReleaseRecord, RunRecord
+from harness.store.records import AttemptRecord, PhaseRecord, ReleaseRecord, RunRecord
 from harness.store.store import Store
 
 __all__ = [
@@ -160,26 +160,27 @@ def portable(rec: RunRecord) -> RunRecord:
     ``$SANDBOX``. Verdicts, failure types, reasons, checks, claims and candidate
     identities are kept: they are what the gate compares.
     """
-    attempts = tuple(
-        a.model_copy(
-            update={
-                "agent": _phase(a.agent),
-                "verifier": _phase(a.verifier),
-                "diff_blob": None,
-                "candidate_blob": None,
-                "feedback_blob": None,
-            }
-        )
-        for a in rec.attempts
+    return rec.model_copy(update={"attempts": tuple(_portable_attempt(a) for a in rec.attempts)})
+
+
+def _portable_attempt(a: AttemptRecord) -> AttemptRecord:
+    return a.model_copy(
+        update={
+            "agent": _phase(a.agent),
+            "verifier": _phase(a.verifier),
+            "diff_blob": None,
+            "candidate_blob": None,
+            "feedback_blob": None,
+            "infra_tries": tuple(_portable_attempt(t) for t in a.infra_tries),
+        }
     )
-    return rec.model_copy(update={"attempts": attempts})
 
 
 def transcript_blobs(records: list[RunRecord]) -> list[str]:
     """Return the request and response blobs of every recorded model call of ``records``."""
     out: set[str] = set()
     for rec in records:
-        for a in rec.attempts:
+        for a in rec.tries():
             for c in a.model.calls if a.model is not None else ():
                 out.add(c.request_blob)
                 if c.response_blob:

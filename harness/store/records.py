@@ -218,8 +218,17 @@ class AttemptRecord(_Frozen):
     """Files the agent added under protected test paths (its own tests), left out of the
     verifier's tree: noted, not tampering."""
     infra_retries: int = 0
+    """How many times the harness's infrastructure ended this attempt and it was run again."""
+    infra_tries: tuple[AttemptRecord, ...] = ()
+    """The tries of this attempt that infrastructure ended, in order, kept whole: their
+    phases, reasons and paid model calls. Never judged (the attempt's verdict is its own);
+    counted in the cost. Records written before they were kept have ``infra_retries`` alone."""
     model: ModelUsage | None = None
     """Model calls measured by the gateway (agents with an upstream)."""
+
+    def tries(self) -> tuple[AttemptRecord, ...]:
+        """Return every try of this attempt: the discarded infra tries first, this one last."""
+        return (*self.infra_tries, self)
 
 
 class TrialKey(_Frozen):
@@ -366,9 +375,13 @@ class RunRecord(_Frozen):
     steps: TrialSteps | None = None
     """The harness's own time per step; None in records written before it was measured."""
 
+    def tries(self) -> tuple[AttemptRecord, ...]:
+        """Return every try of every attempt, infra tries included, in the order they ran."""
+        return tuple(t for a in self.attempts for t in a.tries())
+
     def commands_s(self) -> float:
-        """Return the agent's and verifier's command seconds over every attempt."""
-        return sum(p.duration_s for a in self.attempts for p in (a.agent, a.verifier) if p)
+        """Return the agent's and verifier's command seconds over every try."""
+        return sum(p.duration_s for a in self.tries() for p in (a.agent, a.verifier) if p)
 
     def overhead_s(self) -> float | None:
         """Return the harness's own seconds beyond the commands (None: no steps recorded)."""

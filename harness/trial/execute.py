@@ -303,6 +303,20 @@ def build_feedback(ctx: TrialContext, attempt: AttemptRecord, candidate_dir: Pat
     return json.dumps(package, indent=2, sort_keys=True).encode()
 
 
+_CANDIDATE_FIELDS = (
+    "candidate_digest",
+    "diff_blob",
+    "diff_stats",
+    "agent",
+    "claim",
+    "feedback_blob",
+    "candidate_blob",
+    "model",
+)
+"""What an attempt knows of its candidate once the agent phase is judged: a try that
+infrastructure ended after it verifies the same candidate again."""
+
+
 def _one_attempt(
     ctx: TrialContext, n: int, base: Path, feedback: bytes | None
 ) -> tuple[AttemptRecord, Path | None]:
@@ -318,7 +332,6 @@ def _one_attempt(
     with ctx.clock.step("candidate"):
         cand: Candidate = snapshot(ctx.start_dir, ctx.start_manifest, cand_dir)
         fields: dict[str, object] = {
-            "attempt": n,
             "candidate_digest": cand.digest,
             "diff_blob": ctx.blobs.put(cand.diff),
             "diff_stats": cand.stats,
@@ -329,7 +342,6 @@ def _one_attempt(
         fields["candidate_blob"] = ctx.blobs.put(cand.tarball)
     usage = ctx.partial.get(n, {}).get("model")
     fields["model"] = usage
-    verdict = None
     if agent_res is not None:
         if isinstance(usage, ModelUsage):
             # Waiting on the model is not the agent's time, but CPU it burned meanwhile is:
@@ -345,11 +357,75 @@ def _one_attempt(
                 expect=ctx.lc.case.expect,
                 changed=cand.changed,
             )
-    if verdict is None:
-        ver_rec, verdict, vt = verifier_phase(ctx, n, cand_dir)
-        fields.update(verifier=ver_rec, tampering=tuple(vt.tampering), left_out=tuple(vt.left_out))
-    fields["verdict"] = verdict
-    return AttemptRecord.model_validate(fields), cand_dir
+        if verdict is not None:
+            return AttemptRecord.model_validate(
+                {"attempt": n, **fields, "verdict": verdict}
+            ), cand_dir
+    return _verify_candidate(ctx, n, fields, cand_dir)
+
+
+def _verify_candidate(
+    ctx: TrialContext, n: int, fields: Mapping[str, object], cand_dir: Path
+) -> tuple[AttemptRecord, Path | None]:
+    """Run the verifier phase on attempt ``n``'s candidate (taken and judged already)."""
+    # An exception from here on keeps the candidate on the attempt's record (_guarded).
+    ctx.partial[n] = dict(fields)
+    ver_rec, verdict, vt = verifier_phase(ctx, n, cand_dir)
+    rec = AttemptRecord.model_validate(
+        {
+            "attempt": n,
+            **fields,
+            "verifier": ver_rec,
+            "tampering": tuple(vt.tampering),
+            "left_out": tuple(vt.left_out),
+            "verdict": verdict,
+        }
+    )
+    return rec, cand_dir
+
+
+def _next_try(
+    ctx: TrialContext, n: int, base: Path, feedback: bytes | None, failed: AttemptRecord
+) -> tuple[Callable[[], tuple[AttemptRecord, Path | None]], AttemptRecord] | None:
+    """Return how attempt ``n`` is tried again after infrastructure ended ``failed``.
+
+    With the function, the record ``failed`` is kept as; None when it is not tried again.
+    A candidate already taken is verified again in a fresh verifier sandbox: the agent is
+    not run twice (its phase and model calls stay on the attempt, not on the kept try, so
+    they are counted once). An agent phase is run again only when the harness's own
+    infrastructure ended it: an upstream fault on one of the agent's model calls (no answer
+    in time, a 5xx after the call's own retries, a diverged replay) is never tried again,
+    since the agent chose that call (a long non-streamed completion cannot be told from a
+    silent provider) and a fresh try would re-roll its own failure.
+    """
+    if failed.candidate_digest is not None:
+        fields = {k: getattr(failed, k) for k in _CANDIDATE_FIELDS}
+        kept = failed.model_copy(update={"agent": None, "model": None})
+        return partial(_verify_candidate, ctx, n, fields, ctx.tmp / f"candidate-{n}"), kept
+    if failed.model is not None and failed.model.fault is not None:
+        return None
+    return partial(_one_attempt, ctx, n, base, feedback), failed
+
+
+def _attempt(
+    ctx: TrialContext, n: int, base: Path, feedback: bytes | None, infra_retries: int
+) -> tuple[AttemptRecord, Path | None]:
+    """Run attempt ``n``, tried again up to ``infra_retries`` times as :func:`_next_try` allows."""
+    tries: list[AttemptRecord] = []
+    again: Callable[[], tuple[AttemptRecord, Path | None]]
+    again = partial(_one_attempt, ctx, n, base, feedback)
+    while True:
+        rec, cand_dir = _guarded(again, n, ctx)
+        if rec.verdict.outcome is not Outcome.INFRA_ERROR or len(tries) >= infra_retries:
+            break
+        retried = _next_try(ctx, n, base, feedback, rec)
+        if retried is None:
+            break
+        again, kept = retried
+        tries.append(kept)
+    return rec.model_copy(
+        update={"infra_retries": len(tries), "infra_tries": tuple(tries)}
+    ), cand_dir
 
 
 def _guarded(
@@ -422,16 +498,7 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
         else:
             base, feedback = start, None
             for n in range(1, retry.max_attempts + 1):
-                infra_retries = 0
-                while True:
-                    rec, cand_dir = _guarded(partial(_one_attempt, ctx, n, base, feedback), n, ctx)
-                    if (
-                        rec.verdict.outcome is not Outcome.INFRA_ERROR
-                        or infra_retries >= retry.infra_retries
-                    ):
-                        break
-                    infra_retries += 1
-                rec = rec.model_copy(update={"infra_retries": infra_retries})
+                rec, cand_dir = _attempt(ctx, n, base, feedback, retry.infra_retries)
                 attempts.append(rec)
                 outcome = rec.verdict.outcome
                 if outcome is Outcome.PASS:

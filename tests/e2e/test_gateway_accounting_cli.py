@@ -113,6 +113,7 @@ def _project(
     *,
     timeout: int = 90,
     concurrency: int = 20,
+    infra_retries: int = 0,
 ) -> Path:
     root = make_project(tmp_path / "proj", n_cases=1)
     case = root / "cases" / "add-0" / "case.yaml"
@@ -126,7 +127,7 @@ def _project(
             f"""\
   hostile:
     agent: {{command: [python3, "{{agent}}/hostile.py", {mode}], files: [hostile.py]}}
-    retry: {{infra_retries: 0}}
+    retry: {{infra_retries: {infra_retries}}}
     upstream:
       base_url: {up.base_url}
       model: {MODEL}
@@ -200,9 +201,11 @@ def test_a_completion_past_the_response_bound_is_the_agents_fail_silence_is_infr
     tmp_path, up, fault, outcome
 ) -> None:
     """Under a 2 s bound the upstream streams for 6 s (answering: the agent asked for a
-    completion that long) or sends nothing for 6 s (the provider's fault)."""
+    completion that long) or sends nothing for 6 s (the provider's fault, or a non-streamed
+    completion the agent asked to be that long: never tried again, though the release
+    allows an infra retry, since a fresh try would re-roll the agent's own failure)."""
     up.script.fault, up.script.slow_seconds = fault, 6.0
-    root = _project(tmp_path, up, "long", response_seconds=2)
+    root = _project(tmp_path, up, "long", response_seconds=2, infra_retries=1)
     t0 = time.monotonic()
     done = harness(
         root, "run", "--release", "hostile", "--k", "1", "--no-report", env={"HGW_ACC_KEY": KEY}
@@ -223,6 +226,7 @@ def test_a_completion_past_the_response_bound_is_the_agents_fail_silence_is_infr
         assert done.returncode == 4, (done.returncode, done.stderr)
     model = trial["attempts"][-1]["model"]
     assert len(model["calls"]) == 1 and len(up.served) == 1
+    assert trial["attempts"][-1]["infra_retries"] == 0 and len(trial["attempts"]) == 1
     # Settled either way: the agent, which would sleep 600 s, is stopped at once.
     agent = trial["attempts"][-1]["agent"]
     assert agent is not None and agent["duration_s"] < 20, agent["duration_s"]
