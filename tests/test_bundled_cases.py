@@ -29,6 +29,7 @@ from harness import _proc
 from harness._yaml import load_model
 from harness.cases.model import ArtifactRule, Case
 from harness.project import ProjectFile, load_project
+from harness.trial.verify import judge_mutant
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES_DIR = ROOT / "cases"
@@ -222,18 +223,35 @@ def test_verifier_goes_green_on_the_reference(case_id: str, tmp_path: Path) -> N
     assert _green_problems(CASES[case_id], outcome) == [], outcome.output
 
 
+WEAK_NESTED_TEST = (
+    "from fieldkit.config import parse_config\n\n\n"
+    "def test_nested_reference():\n"
+    "    assert parse_config('a = ${b}\\nb = x\\n')['']['a'] == 'x'\n"
+)
+
+
 @pytest.mark.slow
-def test_add_test_case_rejects_a_test_that_cannot_catch_the_mutant(tmp_path: Path) -> None:
-    ws = _materialize("config-nested-test", tmp_path, with_reference=False)
-    (ws / "tests" / "test_config_nested.py").write_text(
-        "from fieldkit.config import parse_config\n\n\n"
-        "def test_nested_reference():\n"
-        "    assert parse_config('a = ${b}\\nb = x\\n')['']['a'] == 'x'\n"
-    )
+@pytest.mark.parametrize(("weak", "caught"), [(False, True), (True, False)], ids=["ref", "weak"])
+def test_add_test_case_mutant_is_caught_by_the_reference_test_only(
+    tmp_path: Path, weak: bool, caught: bool
+) -> None:
+    """The case's one-level mutant, run as the harness runs it (the same command on the
+    same tree with the mutant's files in place), fails the reference's test, not one that
+    checks a single level of references."""
+    case = CASES["config-nested-test"]
+    (mutant,) = case.verifier.mutants
+    ws = _materialize("config-nested-test", tmp_path, with_reference=True)
+    if weak:
+        (ws / "tests" / "test_config_nested.py").write_text(WEAK_NESTED_TEST)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"}
-    done = _proc.run(CASES["config-nested-test"].verifier.command, cwd=ws, env=env, timeout=60)
-    assert done.returncode == 1
-    assert b"does not catch the one-level mutant" in done.stderr
+    done = _proc.run(case.verifier.command, cwd=ws, env=env, timeout=VERIFIER_TIMEOUT)
+    assert done.returncode == 0, done.stdout.decode()  # both pass on the real code
+    for file in mutant.replace:
+        shutil.copyfile(CASES_DIR / "config-nested-test" / file.src, ws / file.dest)
+    _proc.run(case.verifier.command, cwd=ws, env=env, timeout=VERIFIER_TIMEOUT)
+    artifacts = {rule.path: (ws / rule.path).read_bytes() for rule in case.verifier.artifacts}
+    check = judge_mutant(case.verifier, mutant, artifacts)
+    assert check.ok is caught, check.detail
 
 
 @pytest.mark.slow

@@ -396,6 +396,39 @@ CORPUS: list[Bad] = [
     Bad(CASE, Set("verifier.hidden.0.src", "hidden/nope.py"), ("verifier.hidden.0.src",)),
     Bad(CASE, Set("verifier.hidden.0.src", "../../../harness.yaml"), ("verifier.hidden.0.src",)),
     Bad(CASE, Set("verifier.hidden.0.dest", "/etc/x"), ("verifier.hidden.0.dest",)),
+    Bad(
+        CASE,
+        Set(
+            "verifier.mutants",
+            [
+                {
+                    "name": "m",
+                    "replace": [{"src": "hidden/nope.py", "dest": "fieldkit/coerce.py"}],
+                    "must_fail": ["t"],
+                }
+            ],
+        ),
+        ("verifier.mutants.0.replace.0.src", "not a file"),
+    ),
+    Bad(
+        CASE,
+        Set("verifier.mutants", [{"name": "m", "replace": [], "must_fail": ["t"]}]),
+        ("verifier.mutants.0.replace",),
+    ),
+    Bad(
+        CASE,
+        Set(
+            "verifier.mutants",
+            [
+                {
+                    "name": "Bad Name",
+                    "replace": [{"src": "reference.patch", "dest": "x.py"}],
+                    "must_fail": ["t"],
+                }
+            ],
+        ),
+        ("verifier.mutants.0.name",),
+    ),
     Bad(CASE, Set("reference.patch", "nope.patch"), ("reference.patch",)),
     Bad(CASE, Delete("reference"), ("reference",)),
     Bad(CASE, Set("lane", "manual"), ("lane",)),

@@ -8,12 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.cases.model import ArtifactRule, Limits, Verifier
+from harness.cases.model import ArtifactRule, HiddenFile, Limits, Mutant, Verifier
 from harness.sandbox.base import Bound, ExecResult, Termination
 from harness.store.records import AgentClaim, FailureType, Outcome, Verdict
 from harness.trial.verify import (
     MAX_RESULT_BYTES,
     judge_agent_phase,
+    judge_mutant,
     judge_verifier,
     parse_agent_result,
     passed_tests,
@@ -635,3 +636,54 @@ def test_agent_claim_cannot_reach_the_verifier_verdict() -> None:
     v = verifier(JUNIT)
     verdict = judge(run(0), v, {"report.xml": junit(("a", "failed")), "PASSED": b"yes"})
     assert_fail(verdict, FailureType.TEST_FAILURE)
+
+
+# ----------------------------------------------------------------------------- mutants
+
+_STATUS_XML = {
+    "passed": "",
+    "failed": '<failure message="assert">E assert</failure>',
+    "error": '<error message="boom">E boom</error>',
+    "skipped": '<skipped message="later"/>',
+}
+_MUTANT = Mutant(
+    name="one-level",
+    replace=(HiddenFile(src="hidden/m.py", dest="pkg/m.py"),),
+    must_fail=("tests.t::test_a",),
+)
+_MUTANT_VERIFIER = Verifier(
+    command=("pytest",),
+    artifacts=(ArtifactRule(path="r.xml", rule="junit"),),
+    mutants=(_MUTANT,),
+)
+
+
+def _statuses_xml(statuses: list[str]) -> bytes:
+    body = "".join(
+        f'<testcase classname="tests.t" name="test_a">{_STATUS_XML[s]}</testcase>' for s in statuses
+    )
+    return f'<testsuite><testcase classname="tests.t" name="test_b"/>{body}</testsuite>'.encode()
+
+
+@given(st.lists(st.sampled_from(sorted(_STATUS_XML)), max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_a_mutant_is_caught_only_when_its_test_failed_every_time_it_ran(statuses) -> None:
+    check = judge_mutant(_MUTANT_VERIFIER, _MUTANT, {"r.xml": _statuses_xml(statuses)})
+    caught = bool(statuses) and all(s in ("failed", "error") for s in statuses)
+    assert check.ok is caught, (statuses, check.detail)
+    assert check.name == "mutant.one-level"
+    if not statuses:
+        assert "tests.t::test_a (not run)" in check.detail
+
+
+@pytest.mark.parametrize("data", [None, b"", b"<testsuite><testcase", b"not xml"])
+def test_a_mutant_run_without_a_readable_report_catches_nothing(data) -> None:
+    assert judge_mutant(_MUTANT_VERIFIER, _MUTANT, {"r.xml": data}).ok is False
+
+
+def test_mutants_need_a_junit_artifact_and_unique_names() -> None:
+    with pytest.raises(ValueError, match="need a junit artifact"):
+        Verifier(command=("x",), artifacts=(ArtifactRule(path="r", rule="exists"),),
+                 mutants=(_MUTANT,))  # fmt: skip
+    with pytest.raises(ValueError, match="unique"):
+        Verifier(command=("x",), artifacts=_MUTANT_VERIFIER.artifacts, mutants=(_MUTANT, _MUTANT))

@@ -93,6 +93,13 @@ def _check_files(case: Case, case_dir: Path, case_file: Path) -> None:
                 file=case_file,
                 field=f"verifier.hidden.{i}.src",
             )
+    for i, mutant in enumerate(case.verifier.mutants):
+        for j, file in enumerate(mutant.replace):
+            where = f"verifier.mutants.{i}.replace.{j}.src"
+            if not _inside(case_dir, file.src, case_file, where).is_file():
+                raise CaseError(
+                    f"mutant file {file.src!r} is not a file", file=case_file, field=where
+                )
     if (
         case.reference is not None
         and not _inside(case_dir, case.reference.patch, case_file, "reference.patch").is_file()

@@ -228,6 +228,25 @@ class Protection(FrozenInput):
     """Patterns the candidate may change after all (the task is to change those tests)."""
 
 
+class Mutant(FrozenInput):
+    """A known-wrong version of the code, which the candidate's tests must catch.
+
+    For cases whose task is to write a test. Once the verifier's run passes, its command
+    runs again in a fresh sandbox on the same tree, at the same path, with ``replace``'s
+    files in place of the workspace's: nothing but those files tells the two runs apart.
+    Every test of ``must_fail`` must be in the run's JUnit reports and fail (or error)
+    there, every time it ran; else the trial fails (``test_failure``).
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$")
+    """Names the check on the verdict (``mutant.<name>``)."""
+    replace: tuple[HiddenFile, ...] = Field(min_length=1)
+    """Files of the case folder (``src``, never shown to the agent) written over the tree's
+    ``dest`` for this run only."""
+    must_fail: tuple[str, ...] = Field(min_length=1)
+    """Tests (``classname::name``, ``name`` or a pytest node id) that must fail on it."""
+
+
 class Verifier(FrozenInput):
     """How execution decides: a command, its expected exit status, required artifacts."""
 
@@ -241,6 +260,9 @@ class Verifier(FrozenInput):
     """Files injected only into the verifier sandbox."""
     protect: Protection = Protection()
     """Paths restored from the starting state before verifying (tampering is recorded)."""
+    mutants: tuple[Mutant, ...] = ()
+    """Known-wrong versions of the code the candidate's tests must catch (see :class:`Mutant`);
+    they need a ``junit`` artifact."""
 
     @field_validator("command", mode="before")
     @classmethod
@@ -250,6 +272,15 @@ class Verifier(FrozenInput):
                 raise ValueError("the command is an empty string")
             return ("sh", "-c", v)
         return v
+
+    @model_validator(mode="after")
+    def _mutants_are_judged(self) -> Verifier:
+        if self.mutants and not any(rule.rule == "junit" for rule in self.artifacts):
+            raise ValueError("mutants need a junit artifact: their tests are read from it")
+        names = [m.name for m in self.mutants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"mutant names must be unique, got {names}")
+        return self
 
 
 class Reference(FrozenInput):
@@ -317,6 +348,8 @@ class Case(FrozenInput):
             del data["environment"]
         if self.verifier.protect == Protection():
             del data["verifier"]["protect"]
+        if not self.verifier.mutants:
+            del data["verifier"]["mutants"]
         for name in ("candidate_files", "candidate_mb"):
             if getattr(self.contract, name) == SandboxContract.model_fields[name].default:
                 del data["contract"][name]

@@ -168,6 +168,7 @@ def _portable_attempt(a: AttemptRecord) -> AttemptRecord:
         update={
             "agent": _phase(a.agent),
             "verifier": _phase(a.verifier),
+            "mutants": tuple(p for p in map(_phase, a.mutants) if p is not None),
             "diff_blob": None,
             "candidate_blob": None,
             "feedback_blob": None,

@@ -208,6 +208,9 @@ class AttemptRecord(_Frozen):
     diff_stats: dict[str, int] = Field(default_factory=dict)
     agent: PhaseRecord | None = None
     verifier: PhaseRecord | None = None
+    mutants: tuple[PhaseRecord, ...] = ()
+    """The verifier's runs on the case's mutants, in the case's order (they stop at the
+    first mutant the tests do not catch); judged by the verdict's ``mutant.*`` checks."""
     claim: AgentClaim | None = None
     verdict: Verdict
     feedback_blob: str | None = None
@@ -225,6 +228,10 @@ class AttemptRecord(_Frozen):
     counted in the cost. Records written before they were kept have ``infra_retries`` alone."""
     model: ModelUsage | None = None
     """Model calls measured by the gateway (agents with an upstream)."""
+
+    def phases(self) -> tuple[PhaseRecord, ...]:
+        """Return this try's sandboxed commands: the agent's, the verifier's, its mutant runs."""
+        return tuple(p for p in (self.agent, self.verifier, *self.mutants) if p is not None)
 
     def tries(self) -> tuple[AttemptRecord, ...]:
         """Return every try of this attempt: the discarded infra tries first, this one last."""
@@ -381,7 +388,7 @@ class RunRecord(_Frozen):
 
     def commands_s(self) -> float:
         """Return the agent's and verifier's command seconds over every try."""
-        return sum(p.duration_s for a in self.tries() for p in (a.agent, a.verifier) if p)
+        return sum(p.duration_s for a in self.tries() for p in a.phases())
 
     def overhead_s(self) -> float | None:
         """Return the harness's own seconds beyond the commands (None: no steps recorded)."""

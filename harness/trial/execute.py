@@ -376,6 +376,7 @@ def _verify_candidate(
             "attempt": n,
             **fields,
             "verifier": ver_rec,
+            "mutants": tuple(ctx.mutants.get(n, ())),
             "tampering": tuple(vt.tampering),
             "left_out": tuple(vt.left_out),
             "verdict": verdict,

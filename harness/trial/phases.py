@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from harness._safefs import tree_entries
 from harness.agents import prepare_agent, stage_agent_files
 from harness.cases.load import LoadedCase
-from harness.cases.model import PhaseContract, Verifier
+from harness.cases.model import Mutant, PhaseContract, Verifier
 from harness.cases.patch import patched_paths
 from harness.env.plan import phase_view
 from harness.errors import (
@@ -68,7 +68,7 @@ from harness.trial.evidence import (
 )
 from harness.trial.excerpt import select_excerpt
 from harness.trial.runner_guard import check_canary, guard_env, new_nonce
-from harness.trial.verify import judge_verifier
+from harness.trial.verify import judge_mutant, judge_verifier
 from harness.trial.vtree import VerificationTree, build_verification_tree
 from harness.trial.workspace import extract_tree
 
@@ -149,6 +149,8 @@ class TrialContext:
     """Per attempt: the verifier's artifacts as read after its run (what was judged)."""
     nodes: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict)
     """Per attempt, per JUnit artifact: each test's pytest node id, from the guard's stream."""
+    mutants: dict[int, list[PhaseRecord]] = field(default_factory=dict)
+    """Per attempt: the verifier's runs on the case's mutants, in order."""
 
 
 def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
@@ -347,10 +349,76 @@ def _with_image(contract: PhaseContract, image: str | None) -> PhaseContract:
 def verifier_phase(
     ctx: TrialContext, attempt: int, candidate_dir: Path
 ) -> tuple[PhaseRecord, Verdict, VerificationTree]:
-    """Verify the verifier-owned tree of ``candidate_dir`` (see :mod:`harness.trial.vtree`)."""
+    """Verify the verifier-owned tree of ``candidate_dir`` (see :mod:`harness.trial.vtree`).
+
+    When the run passes and the case declares mutants, the same command runs again on each
+    (:func:`_mutant_runs`): a mutant the tests do not catch fails the trial.
+    """
+    ctx.mutants.pop(attempt, None)
+    run = _verifier_run(ctx, attempt, candidate_dir, None)
+    ctx.artifacts[attempt] = run.artifacts
+    if run.nodes is not None:
+        ctx.nodes[attempt] = run.nodes
+    verdict, vt = run.verdict, run.vt
+    if verdict.outcome is Outcome.PASS and ctx.lc.case.verifier.mutants:
+        verdict = _mutant_runs(ctx, attempt, candidate_dir, verdict, vt)
+    return run.record, verdict, vt
+
+
+@dataclass
+class _Run:
+    """One run of the verifier's command, judged."""
+
+    record: PhaseRecord
+    verdict: Verdict
+    vt: VerificationTree
+    artifacts: Mapping[str, bytes | None]
+    nodes: dict[str, dict[str, str]] | None
+    """Per JUnit artifact, each test's pytest node id (None: no guard stream)."""
+
+
+def _mutant_runs(
+    ctx: TrialContext, attempt: int, candidate_dir: Path, passed: Verdict, vt: VerificationTree
+) -> Verdict:
+    """Run the verifier's command on each of the case's mutants; return the verdict.
+
+    A mutant's run is the judged run's twin (same tree and path, a fresh sandbox with the
+    same label, contract and environments): only its replaced files differ. Tampering seen
+    in it is the trial's; a mutant the tests do not catch fails the trial.
+    """
+    case = ctx.lc.case
+    checks = list(passed.checks)
+    for mutant in case.verifier.mutants:
+        run = _verifier_run(ctx, attempt, candidate_dir, mutant)
+        ctx.mutants.setdefault(attempt, []).append(run.record)
+        tampered = [c for c in run.verdict.checks if c.name == "runner.canary" and not c.ok]
+        if tampered:
+            vt.tampering.extend(t for t in run.vt.tampering if t not in vt.tampering)
+            return Verdict(
+                outcome=Outcome.FAIL,
+                failure_type=FailureType.TAMPERING,
+                reason=f"verifier (mutant {mutant.name}): {tampered[0].detail}"[:400],
+                checks=(*checks, *tampered),
+            )
+        caught = judge_mutant(case.verifier, mutant, run.artifacts)
+        checks.append(caught)
+        if not caught.ok:
+            return Verdict(
+                outcome=Outcome.FAIL,
+                failure_type=FailureType.TEST_FAILURE,
+                reason=f"verifier: {caught.detail}"[:400],
+                checks=tuple(checks),
+            )
+    return passed.model_copy(update={"checks": tuple(checks)})
+
+
+def _verifier_run(
+    ctx: TrialContext, attempt: int, candidate_dir: Path, mutant: Mutant | None
+) -> _Run:
     case = ctx.lc.case
     clock = ctx.clock
     tree = ctx.tmp / f"verify-{attempt}"
+    replace = [(ctx.lc.path(f.src), f.dest) for f in mutant.replace] if mutant is not None else []
     with clock.step("verifier_tree"):
         if tree.exists():
             shutil.rmtree(tree)
@@ -360,6 +428,7 @@ def verifier_phase(
             candidate_dir,
             tree,
             artifacts=[rule.path for rule in case.verifier.artifacts],
+            replace=replace,
         )
         nonce = new_nonce()
         view = _verifier_view(ctx, attempt, vt)
@@ -398,9 +467,9 @@ def verifier_phase(
         verdict = judge_verifier(
             res, case.verifier, artifacts, started=True, proven=dict(ctx.spec.proven)
         )
-        ctx.artifacts[attempt] = artifacts
+        nodes = None
         if stream is not None:
-            ctx.nodes[attempt] = {
+            nodes = {
                 rule.path: stream.nodes(os.path.normpath(f"{ws}/{rule.path}")) or {}
                 for rule in case.verifier.artifacts
                 if rule.rule == "junit"
@@ -413,7 +482,7 @@ def verifier_phase(
             reason=f"verifier: {canary[0]}"[:400],
             checks=(*verdict.checks, CheckResult(name="runner.canary", ok=False, detail=canary[0])),
         )
-    return record, verdict, vt
+    return _Run(record, verdict, vt, artifacts, nodes)
 
 
 _MAX_KEYS = 256

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from harness._safefs import loads_json
-from harness.cases.model import ArtifactRule, Limits, Verifier
+from harness.cases.model import ArtifactRule, Limits, Mutant, Verifier
 from harness.sandbox.base import ExecResult, Termination
 from harness.store.records import AgentClaim, CheckResult, FailureType, Outcome, Verdict
 from harness.trial.junit import JUnitError, JUnitReport, parse_junit
@@ -28,6 +28,7 @@ from harness.trial.junit import JUnitError, JUnitReport, parse_junit
 __all__ = [
     "MAX_RESULT_BYTES",
     "judge_agent_phase",
+    "judge_mutant",
     "judge_verifier",
     "parse_agent_result",
     "passed_tests",
@@ -408,6 +409,36 @@ def passed_tests(
                 passed.pop(c.id, None)
         out[rule.path] = tuple(passed)
     return out
+
+
+def judge_mutant(
+    verifier: Verifier, mutant: Mutant, artifacts: Mapping[str, bytes | None]
+) -> CheckResult:
+    """Judge the verifier's run on ``mutant``: whether the candidate's tests caught it.
+
+    Caught when every test of ``mutant.must_fail`` is in the run's JUnit reports and failed
+    or errored every time it ran there (absent, skipped or passed once: not caught). A
+    report that is missing or does not parse catches nothing.
+    """
+    reports: list[JUnitReport] = []
+    for rule in verifier.artifacts:
+        data = artifacts.get(rule.path)
+        if rule.rule == "junit" and data and data.strip():
+            try:
+                reports.append(parse_junit(data))
+            except JUnitError:
+                continue
+    problems: list[str] = []
+    for test_id in mutant.must_fail:
+        found = [c for r in reports for c in r.find_all(test_id)]
+        kept = sorted({c.status for c in found if c.status not in ("failed", "error")})
+        if not found or kept:
+            problems.append(f"{test_id} ({'/'.join(kept) if found else 'not run'})")
+    name = f"mutant.{mutant.name}"
+    if problems:
+        detail = f"the tests do not catch the mutant {mutant.name!r}: {_names(problems)}"
+        return CheckResult(name=name, ok=False, detail=detail[:_MAX_REASON_CHARS])
+    return CheckResult(name=name, ok=True, detail=f"{_names(mutant.must_fail)} failed on it")
 
 
 def _dedupe(ids: Sequence[str]) -> tuple[str, ...]:

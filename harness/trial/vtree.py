@@ -308,9 +308,19 @@ def _config_changed(rel: str, start: Path | None, cand: Path | None) -> bool:
 
 
 def build_verification_tree(
-    lc: LoadedCase, start: Path, candidate: Path, dest: Path, *, artifacts: Sequence[str] = ()
+    lc: LoadedCase,
+    start: Path,
+    candidate: Path,
+    dest: Path,
+    *,
+    artifacts: Sequence[str] = (),
+    replace: Sequence[tuple[Path, str]] = (),
 ) -> VerificationTree:
     """Materialise the verifier's tree for ``candidate`` into the fresh folder ``dest``.
+
+    ``replace``: (file, path in the tree) pairs written last, over whatever is there, with
+    its permission bits and modification time (a mutant's run: see
+    :class:`~harness.cases.model.Mutant`).
 
     Raises:
         EvaluatorError: a hidden file of the case is missing.
@@ -325,6 +335,8 @@ def build_verification_tree(
             _protect_one(rel, start, s_entries, candidate, c_entries, dest, rules, vt)
     for hidden in lc.case.verifier.hidden:
         _stage_hidden(lc.path(hidden.src), hidden.dest, dest, vt, start)
+    for src, rel in replace:
+        _replace_one(src, rel, dest, vt)
     for rel in artifacts:
         if (dest / rel).is_symlink() or (dest / rel).exists():
             vt.tampering.append(
@@ -475,6 +487,19 @@ def _stage_hidden(src: Path, dest_rel: str, dest: Path, vt: VerificationTree, st
             _real_dirs(dest, rel, vt)
             continue
         _copy_entry(path, st, target)
+
+
+def _replace_one(src: Path, rel: str, dest: Path, vt: VerificationTree) -> None:
+    """Write ``src`` over ``dest/rel``, looking like what was there (mode, mtime)."""
+    if not src.is_file() or src.is_symlink():
+        raise EvaluatorError(f"mutant file {src} is missing")
+    _real_dirs(dest, rel.rsplit("/", 1)[0] if "/" in rel else "", vt)
+    target = dest / rel
+    was = target.lstat() if target.is_file() and not target.is_symlink() else None
+    _copy_entry(src, src.lstat(), target)
+    if was is not None:
+        os.chmod(target, stat.S_IMODE(was.st_mode))
+        os.utime(target, ns=(was.st_atime_ns, was.st_mtime_ns))
 
 
 def _refuse_module_links(

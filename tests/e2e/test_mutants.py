@@ -1,0 +1,85 @@
+"""A case that asks for a test judges it against a mutant run the test cannot tell apart.
+
+An outside red team (round twenty-six) passed the bundled ``config-nested-test`` with a
+test that checked one level of references only and asserted that its own file lay under
+``/workspace``: the case's checker ran the mutant from a copy under ``/tmp``, where the
+test failed for its path, "catching" the mutant. The harness now runs the verifier's
+command again on each declared mutant, in a fresh sandbox, on the same tree at the same
+path: only the mutant's files differ.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import add_command_release, bundled_copy, harness
+
+pytestmark = pytest.mark.integration
+
+DOCKER = pytest.param("docker", marks=pytest.mark.docker)
+
+# One level of references only, and a check that holds in the judged run's folder.
+PATH_AWARE = """\
+from pathlib import Path
+
+from fieldkit.config import parse_config
+
+
+def test_nested_reference():
+    cfg = parse_config("base = /srv\\nroot = ${base}\\n")
+    assert cfg[""]["root"] == "/srv"
+    assert Path(__file__).resolve().parts[1] == "workspace"
+"""
+
+AGENT = """set -eu
+cd "$HARNESS_WORKSPACE"
+A=/opt/harness/agent/agents
+if [ -e "$A/reference" ]; then git apply "$A/reference.patch"; else
+  cp "$A/test_config_nested.py" tests/test_config_nested.py; fi
+"""
+
+
+def _project(tmp_path: Path, reference: bool) -> Path:
+    root = bundled_copy(tmp_path / "proj")
+    agents = root / "agents"
+    agents.mkdir()
+    (agents / "run.sh").write_text(AGENT)
+    (agents / "test_config_nested.py").write_text(PATH_AWARE)
+    ref = root / "cases" / "config-nested-test" / "reference.patch"
+    (agents / "reference.patch").write_bytes(ref.read_bytes())
+    if reference:
+        (agents / "reference").write_text("")
+    add_command_release(root, "writes-a-test", ["agents"])
+    return root
+
+
+def _trial(root: Path, backend: str) -> dict:
+    done = harness(root, "run", "--release", "writes-a-test", "--k", "1", "--case",
+                   "config-nested-test", "--no-report", "--backend", backend,
+                   timeout=900)  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stdout + done.stderr  # judged, never blocked
+    [trial] = json.loads(harness(root, "show", "--json").stdout)["trials"]
+    return trial
+
+
+@pytest.mark.parametrize("backend", ["local", DOCKER])
+def test_a_test_that_knows_its_folder_does_not_catch_the_mutant(tmp_path, backend) -> None:
+    trial = _trial(_project(tmp_path, reference=False), backend)
+    verdict = trial["verdict"]
+    assert (verdict["outcome"], verdict["failure_type"]) == ("fail", "test_failure"), verdict
+    assert "do not catch the mutant 'one-level'" in verdict["reason"], verdict["reason"]
+    assert "test_nested_reference (passed)" in verdict["reason"], verdict["reason"]
+    [run] = trial["attempts"][-1]["mutants"]  # its own record, beside the judged run's
+    assert run["phase"] == "verifier" and run["termination"] == "exit", run
+
+
+def test_the_reference_test_catches_the_mutant(tmp_path) -> None:
+    trial = _trial(_project(tmp_path, reference=True), "local")
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "pass", verdict
+    [check] = [c for c in verdict["checks"] if c["name"] == "mutant.one-level"]
+    assert check["ok"] is True, check
+    [run] = trial["attempts"][-1]["mutants"]
+    assert run["exit_code"] == 1 and trial["attempts"][-1]["verifier"]["exit_code"] == 0
