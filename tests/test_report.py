@@ -413,6 +413,27 @@ def test_evidence_keeps_failures_infra_and_evaluator_errors_apart(mixed):
     assert [j.case_id for j in data.judgment] == ["hotel"]
 
 
+def test_a_trial_failed_by_a_mutant_shows_the_mutant_runs_output(tmp_path):
+    """The verifier's own run passed; the reviewer must read the run that decided."""
+
+    def by_mutant(store: Store, rec: RunRecord) -> RunRecord:
+        last = rec.attempts[-1]
+        if rec.outcome is Outcome.PASS or last.verifier is None:
+            return rec
+        passed = last.verifier.model_copy(update={"exit_code": 0, "excerpt": "64 passed"})
+        update = {"verifier": passed, "mutants": (last.verifier,)}
+        return rec.model_copy(update={"attempts": (last.model_copy(update=update),)})
+
+    project, store, run_id = make_run(
+        tmp_path / "p", {"a": "FP"}, excerpts={"a": "MUTANT RUN OUTPUT"}, tweak=by_mutant
+    )
+    data = build_report(project, store, run_id)
+    [evidence] = [e for g in data.failures for e in g.items]
+    assert evidence.excerpt is not None
+    assert data.excerpts[evidence.excerpt] == "MUTANT RUN OUTPUT"
+    assert any(p.label == "mutant run stdout" and p.exists for p in evidence.paths)
+
+
 def test_attempts_lineage_and_claim_metrics_per_arm_and_case(mixed):
     project, store, run_id = mixed
     data = build_report(project, store, run_id)

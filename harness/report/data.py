@@ -418,8 +418,12 @@ def _evidence(
     expected: frozenset[str] = frozenset(),
 ) -> Evidence:
     last = rec.attempts[-1]
+    # Mutants run only once the verifier's own run passed: a verdict that is not a pass
+    # with mutant runs on the record was decided by the last of them.
+    judged = last.mutants[-1] if last.mutants and rec.outcome is not Outcome.PASS else None
+    verifier = judged or last.verifier
     bound, phase = None, None
-    for ph in (last.verifier, last.agent):
+    for ph in (verifier, last.agent):
         if ph is not None and ph.bound is not None:
             bound, phase = ph.bound, ph.phase
             break
@@ -432,6 +436,8 @@ def _evidence(
     for label, digest in (
         ("verifier stdout", last.verifier.stdout_blob if last.verifier else None),
         ("verifier stderr", last.verifier.stderr_blob if last.verifier else None),
+        ("mutant run stdout", judged.stdout_blob if judged else None),
+        ("mutant run stderr", judged.stderr_blob if judged else None),
         ("agent stdout", last.agent.stdout_blob if last.agent else None),
         ("agent stderr", last.agent.stderr_blob if last.agent else None),
         ("candidate diff", last.diff_blob),
@@ -460,7 +466,7 @@ def _evidence(
             f"{c.name}: {c.detail}" if c.detail else c.name for c in rec.verdict.checks if not c.ok
         ),
         candidate_digest=last.candidate_digest,
-        excerpt=excerpts.add(last.verifier.excerpt if last.verifier else None),
+        excerpt=excerpts.add(verifier.excerpt if verifier else None),
         agent_excerpt=excerpts.add(last.agent.excerpt if last.agent and agent_failed else None),
         attempts=_attempt_views(rec),
         stop_reason=rec.stop_reason,
