@@ -199,6 +199,7 @@ def _seal_signals():
             signal.signal(signal.SIGINT, signal.SIG_DFL)
         if not faulthandler.is_enabled():
             faulthandler.enable()  # its handlers now; pytest's enable only moves its file
+        _reset_on_fatal(ctypes)
         buf = ctypes.create_string_buffer(code, len(code))
 
         class Fprog(ctypes.Structure):
@@ -214,6 +215,37 @@ def _seal_signals():
     except Exception as exc:
         return "no signal seal: %s" % (type(exc).__name__,)
     return None
+
+
+# glibc's struct sigaction (x86_64, aarch64): handler, 128-byte mask, int flags, restorer.
+_SIGACTION_SIZE, _SA_FLAGS_AT, _SA_RESETHAND = 152, 136, 0x80000000
+
+
+def _reset_on_fatal(ctypes):
+    """Make faulthandler's fatal-signal handlers reset to the default as they are entered.
+
+    Once dumped, faulthandler puts the previous disposition back with ``sigaction`` and
+    raises the signal again. Under the seal that ``sigaction`` fails, so the handler stayed:
+    a SIGSEGV (sent, or a real fault) re-entered it, or returned into the faulting
+    instruction, and the verifier ran on to its timeout. With ``SA_RESETHAND`` the kernel
+    restores the default itself: the second raise ends the process, as without the seal.
+    """
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for sig in (signal.SIGSEGV, signal.SIGFPE, signal.SIGABRT, signal.SIGBUS, signal.SIGILL):
+        act = ctypes.create_string_buffer(_SIGACTION_SIZE)
+        if libc.sigaction(int(sig), None, act) != 0:
+            continue
+        flags = int.from_bytes(act.raw[_SA_FLAGS_AT : _SA_FLAGS_AT + 4], "little")
+        handler = int.from_bytes(act.raw[:8], "little")
+        if handler in (0, 1):  # SIG_DFL, SIG_IGN: nothing to reset
+            continue
+        flags |= _SA_RESETHAND
+        ctypes.memmove(
+            ctypes.addressof(act) + _SA_FLAGS_AT, (flags & 0xFFFFFFFF).to_bytes(4, "little"), 4
+        )
+        libc.sigaction(int(sig), act, None)
 
 
 def _own_domain():

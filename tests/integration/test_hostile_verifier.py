@@ -1094,3 +1094,29 @@ def test_a_runner_config_written_by_one_pytest_never_steers_the_next(tmp_path, b
     t = _run(root, "evil", backend)
     assert t["verdict"]["outcome"] == "fail", t["verdict"]
     assert any("written during the test run" in x for x in t["attempts"][0]["tampering"]), t
+
+
+@pytest.mark.parametrize(
+    ("crash", "signal"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", 11),
+        ("import faulthandler\nfaulthandler._sigsegv()\n", 11),  # a real fault
+        ("import os\nos.abort()\n", 6),
+    ],
+    ids=["kill_segv", "real_segv", "abort"],
+)
+def test_candidate_code_that_crashes_the_test_process_fails_at_once(
+    tmp_path, backend, crash, signal
+):
+    """Red team round twenty-five: under the guard's signal seal, faulthandler could not put
+    the default disposition back, so a crash re-entered its handler until the verifier's
+    timeout (120 s); now the process dies of its signal and the trial fails at once."""
+    body = FIX + f"w('calc.py', open('calc.py').read() + {crash!r})\n"
+    root = _project(tmp_path / "p", {"crash": body})
+    if backend == "docker":
+        assert harness(root, "images", "build").returncode == 0
+    t = _run(root, "crash", backend)
+    verifier = t["attempts"][0]["verifier"]
+    assert (t["verdict"]["outcome"], t["verdict"]["failure_type"]) == ("fail", "test_failure")
+    assert verifier["termination"] == "signal" and verifier["signal"] == signal, verifier
+    assert verifier["duration_s"] < 30, verifier["duration_s"]  # the timeout is 60 s
