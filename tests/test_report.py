@@ -421,8 +421,15 @@ def test_a_trial_failed_by_a_mutant_shows_the_mutant_runs_output(tmp_path):
         if rec.outcome is Outcome.PASS or last.verifier is None:
             return rec
         passed = last.verifier.model_copy(update={"exit_code": 0, "excerpt": "64 passed"})
-        update = {"verifier": passed, "mutants": (last.verifier,)}
-        return rec.model_copy(update={"attempts": (last.model_copy(update=update),)})
+        caught = passed.model_copy(update={"exit_code": 1, "excerpt": "FIRST MUTANT CAUGHT"})
+        checks = (
+            CheckResult(name="mutant.first", ok=True),
+            CheckResult(name="mutant.second", ok=False, detail="not caught"),
+        )
+        verdict = rec.verdict.model_copy(update={"checks": checks})
+        update = {"verifier": passed, "mutants": (caught, last.verifier), "verdict": verdict}
+        attempt = last.model_copy(update=update)
+        return rec.model_copy(update={"attempts": (attempt,), "verdict": verdict})
 
     project, store, run_id = make_run(
         tmp_path / "p", {"a": "FP"}, excerpts={"a": "MUTANT RUN OUTPUT"}, tweak=by_mutant

@@ -231,9 +231,10 @@ class Protection(FrozenInput):
 class Mutant(FrozenInput):
     """A known-wrong version of the code, which the candidate's tests must catch.
 
-    For cases whose task is to write a test. Once the verifier's run passes, its command
-    runs again in a fresh sandbox on the same tree, at the same path, with ``replace``'s
-    files in place of the workspace's: nothing but those files tells the two runs apart.
+    For cases whose task is to write a test. The verifier's command runs on it in a fresh
+    sandbox on the same tree, at the same path, with ``replace``'s files in place of the
+    workspace's, and at the same time as the judged run: nothing but those files (not the
+    clock) tells the runs apart.
     Every test of ``must_fail`` must be in the run's JUnit reports and fail (or error)
     there, every time it ran; else the trial fails (``test_failure``).
     """

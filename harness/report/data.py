@@ -42,7 +42,16 @@ from harness.report.usage import (
     verify_cost,
 )
 from harness.sandbox.base import Bound
-from harness.store.records import Arm, FailureType, Outcome, ReleaseRecord, RunRecord
+from harness.store.records import (
+    Arm,
+    AttemptRecord,
+    FailureType,
+    Outcome,
+    PhaseRecord,
+    ReleaseRecord,
+    RunRecord,
+    Verdict,
+)
 from harness.store.store import Store
 from harness.trial.claims import ClaimStats, claim_stats, claim_stats_by_case
 
@@ -409,6 +418,19 @@ def _attempt_views(rec: RunRecord) -> tuple[AttemptView, ...]:
     )
 
 
+def _decisive_mutant(attempt: AttemptRecord, verdict: Verdict) -> PhaseRecord | None:
+    """Return the mutant run that failed the trial: the first whose ``mutant.*`` check failed.
+
+    Mutants are judged only when the verifier's own run passed, one check each in the
+    case's order, the order of the attempt's ``mutants``.
+    """
+    checks = [c for c in verdict.checks if c.name.startswith("mutant.")]
+    for i, check in enumerate(checks):
+        if not check.ok and i < len(attempt.mutants):
+            return attempt.mutants[i]
+    return None
+
+
 def _evidence(
     rec: RunRecord,
     arm: ArmKey,
@@ -418,9 +440,7 @@ def _evidence(
     expected: frozenset[str] = frozenset(),
 ) -> Evidence:
     last = rec.attempts[-1]
-    # Mutants run only once the verifier's own run passed: a verdict that is not a pass
-    # with mutant runs on the record was decided by the last of them.
-    judged = last.mutants[-1] if last.mutants and rec.outcome is not Outcome.PASS else None
+    judged = _decisive_mutant(last, rec.verdict)
     verifier = judged or last.verifier
     bound, phase = None, None
     for ph in (verifier, last.agent):

@@ -351,17 +351,23 @@ def verifier_phase(
 ) -> tuple[PhaseRecord, Verdict, VerificationTree]:
     """Verify the verifier-owned tree of ``candidate_dir`` (see :mod:`harness.trial.vtree`).
 
-    When the run passes and the case declares mutants, the same command runs again on each
-    (:func:`_mutant_runs`): a mutant the tests do not catch fails the trial.
+    When the case declares mutants, the same command runs on each at the same time, in
+    sandboxes of their own (:func:`_twin_runs`): a mutant the tests do not catch fails a
+    trial whose own run passed.
     """
     ctx.mutants.pop(attempt, None)
-    run = _verifier_run(ctx, attempt, candidate_dir, None)
+    mutants = ctx.lc.case.verifier.mutants
+    if mutants:
+        run, *twins = _twin_runs(ctx, attempt, candidate_dir, mutants)
+        ctx.mutants[attempt] = [t.record for t in twins]
+    else:
+        run, twins = _verifier_run(ctx, attempt, candidate_dir, None, ctx.clock), []
     ctx.artifacts[attempt] = run.artifacts
     if run.nodes is not None:
         ctx.nodes[attempt] = run.nodes
     verdict, vt = run.verdict, run.vt
-    if verdict.outcome is Outcome.PASS and ctx.lc.case.verifier.mutants:
-        verdict = _mutant_runs(ctx, attempt, candidate_dir, verdict, vt)
+    if verdict.outcome is Outcome.PASS and twins:
+        verdict = _judge_mutants(ctx, verdict, vt, twins)
     return run.record, verdict, vt
 
 
@@ -377,47 +383,96 @@ class _Run:
     """Per JUnit artifact, each test's pytest node id (None: no guard stream)."""
 
 
-def _mutant_runs(
-    ctx: TrialContext, attempt: int, candidate_dir: Path, passed: Verdict, vt: VerificationTree
-) -> Verdict:
-    """Run the verifier's command on each of the case's mutants; return the verdict.
+_TWIN_START_S = 600.0
+"""Longest a run waits at the start line for its twins (their trees and sandboxes)."""
 
-    A mutant's run is the judged run's twin (same tree and path, a fresh sandbox with the
-    same label, contract and environments): only its replaced files differ. Tampering seen
-    in it is the trial's; a mutant the tests do not catch fails the trial.
+
+def _twin_runs(
+    ctx: TrialContext, attempt: int, candidate_dir: Path, mutants: Sequence[Mutant]
+) -> list[_Run]:
+    """Run the judged tree and each mutant's at once: the judged run first in the result.
+
+    Each run is the others' twin (the same tree at the same path, a fresh sandbox with the
+    same label, contract and environments): only a mutant's files differ. Their commands
+    start together (a barrier once every sandbox holds its tree), so no clock tells a
+    mutant's run from the judged one, as it did when the mutants ran after it (red team
+    round twenty-seven: a test that slept, then failed when it ran late). The mutant runs
+    keep their own step clocks: they overlap the judged run's, which the trial records.
+    """
+    barrier = threading.Barrier(1 + len(mutants))
+    runs: list[_Run | None] = [None] * (1 + len(mutants))
+    errors: list[BaseException] = []
+
+    def one(i: int, mutant: Mutant | None, clock: StepClock) -> None:
+        try:
+            runs[i] = _verifier_run(ctx, attempt, candidate_dir, mutant, clock, barrier)
+        except BaseException as exc:
+            barrier.abort()  # the others go on; this run's error decides the attempt
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=one, args=(i + 1, m, StepClock()), name=f"mutant-{m.name}")
+        for i, m in enumerate(mutants)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        one(0, None, ctx.clock)
+    finally:
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    return [r for r in runs if r is not None]
+
+
+def _judge_mutants(
+    ctx: TrialContext, passed: Verdict, vt: VerificationTree, twins: Sequence[_Run]
+) -> Verdict:
+    """Judge the mutants' runs of a judged run that passed; return the trial's verdict.
+
+    Every mutant gets its ``mutant.<name>`` check, in the case's order. Tampering seen in
+    a mutant's run is the trial's; a mutant the tests do not catch fails the trial.
     """
     case = ctx.lc.case
     checks = list(passed.checks)
-    for mutant in case.verifier.mutants:
-        run = _verifier_run(ctx, attempt, candidate_dir, mutant)
-        ctx.mutants.setdefault(attempt, []).append(run.record)
+    failed: Verdict | None = None
+    for mutant, run in zip(case.verifier.mutants, twins, strict=True):
         tampered = [c for c in run.verdict.checks if c.name == "runner.canary" and not c.ok]
         if tampered:
             vt.tampering.extend(t for t in run.vt.tampering if t not in vt.tampering)
-            return Verdict(
+            detail = f"tampering in the mutant's run: {tampered[0].detail}"
+            checks.append(CheckResult(name=f"mutant.{mutant.name}", ok=False, detail=detail))
+            failed = failed or Verdict(
                 outcome=Outcome.FAIL,
                 failure_type=FailureType.TAMPERING,
                 reason=f"verifier (mutant {mutant.name}): {tampered[0].detail}"[:400],
-                checks=(*checks, *tampered),
             )
+            continue
         caught = judge_mutant(case.verifier, mutant, run.artifacts)
         checks.append(caught)
         if not caught.ok:
-            return Verdict(
+            failed = failed or Verdict(
                 outcome=Outcome.FAIL,
                 failure_type=FailureType.TEST_FAILURE,
                 reason=f"verifier: {caught.detail}"[:400],
-                checks=tuple(checks),
             )
+    if failed is not None:
+        return failed.model_copy(update={"checks": tuple(checks)})
     return passed.model_copy(update={"checks": tuple(checks)})
 
 
 def _verifier_run(
-    ctx: TrialContext, attempt: int, candidate_dir: Path, mutant: Mutant | None
+    ctx: TrialContext,
+    attempt: int,
+    candidate_dir: Path,
+    mutant: Mutant | None,
+    clock: StepClock,
+    barrier: threading.Barrier | None = None,
 ) -> _Run:
     case = ctx.lc.case
-    clock = ctx.clock
-    tree = ctx.tmp / f"verify-{attempt}"
+    suffix = "" if mutant is None else f"-mutant-{mutant.name}"
+    tree = ctx.tmp / f"verify-{attempt}{suffix}"
     replace = [(ctx.lc.path(f.src), f.dest) for f in mutant.replace] if mutant is not None else []
     with clock.step("verifier_tree"):
         if tree.exists():
@@ -431,7 +486,7 @@ def _verifier_run(
             replace=replace,
         )
         nonce = new_nonce()
-        view = _verifier_view(ctx, attempt, vt)
+        view = _verifier_view(ctx, f"{attempt}{suffix}", vt)
     with (
         clock.step("verifier"),
         ctx.sandbox.open(
@@ -450,6 +505,9 @@ def _verifier_run(
                 v.make_drop_box(box)
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
+        if barrier is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(_TWIN_START_S)
         res = _run_verifier(v, case.verifier.command, guard_env(GUARD_MOUNT, nonce), timeout)
         with clock.step("cross_check"):
             artifacts = {
@@ -502,9 +560,9 @@ def _guard_keys(v: SandboxSession, box: str | None) -> tuple[list[bytes], list[s
     return keys, [f"the harness's drop box: {why}" for why in (*found.odd, *odd)]
 
 
-def _verifier_view(ctx: TrialContext, attempt: int, vt: VerificationTree) -> SealedView:
+def _verifier_view(ctx: TrialContext, run: str, vt: VerificationTree) -> SealedView:
     """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``)."""
-    guard = ctx.tmp / f"guard-{attempt}"
+    guard = ctx.tmp / f"guard-{run}"
     if guard.exists():
         shutil.rmtree(guard)
     guard.mkdir(mode=0o755)

@@ -33,20 +33,38 @@ def test_nested_reference():
     assert Path(__file__).resolve().parts[1] == "workspace"
 """
 
+# Red team round twenty-seven: one level only, and a clock. The mutant runs used to start
+# once the judged run had ended, so a test that slept could fail only when it ran late.
+LATE_ONLY = """\
+import time
+
+from fieldkit.config import parse_config
+
+WRITTEN = float("@WRITTEN@")
+
+
+def test_nested_reference():
+    cfg = parse_config("base = /srv\\nroot = ${base}\\n")
+    assert cfg[""]["root"] == "/srv"
+    time.sleep(6)
+    assert time.time() - WRITTEN < 13
+"""
+
 AGENT = """set -eu
 cd "$HARNESS_WORKSPACE"
 A=/opt/harness/agent/agents
 if [ -e "$A/reference" ]; then git apply "$A/reference.patch"; else
   cp "$A/test_config_nested.py" tests/test_config_nested.py; fi
+sed -i "s/@WRITTEN@/$(date +%s.%N)/" tests/test_config_nested.py
 """
 
 
-def _project(tmp_path: Path, reference: bool) -> Path:
+def _project(tmp_path: Path, reference: bool, test: str = PATH_AWARE) -> Path:
     root = bundled_copy(tmp_path / "proj")
     agents = root / "agents"
     agents.mkdir()
     (agents / "run.sh").write_text(AGENT)
-    (agents / "test_config_nested.py").write_text(PATH_AWARE)
+    (agents / "test_config_nested.py").write_text(test)
     ref = root / "cases" / "config-nested-test" / "reference.patch"
     (agents / "reference.patch").write_bytes(ref.read_bytes())
     if reference:
@@ -83,3 +101,14 @@ def test_the_reference_test_catches_the_mutant(tmp_path) -> None:
     assert check["ok"] is True, check
     [run] = trial["attempts"][-1]["mutants"]
     assert run["exit_code"] == 1 and trial["attempts"][-1]["verifier"]["exit_code"] == 0
+
+
+def test_a_test_that_knows_the_time_does_not_catch_the_mutant(tmp_path) -> None:
+    """The mutants' runs start with the judged run, not after it: no clock tells them apart."""
+    trial = _trial(_project(tmp_path, reference=False, test=LATE_ONLY), "local")
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "fail", verdict  # was pass: the late mutant run failed it
+    assert "do not catch the mutant 'one-level'" in verdict["reason"], verdict["reason"]
+    attempt = trial["attempts"][-1]
+    [run] = attempt["mutants"]
+    assert abs(run["duration_s"] - attempt["verifier"]["duration_s"]) < 3, (run, attempt)
