@@ -225,6 +225,29 @@ def test_allow_lets_the_candidate_change_a_protected_path(case, tmp_path) -> Non
     assert (dest / "tests" / "test_new.py").exists() and vt.left_out == []
 
 
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_file_a_mutant_replaces_is_the_starting_ones_unless_allowed(
+    case, tmp_path, allowed
+) -> None:
+    """Red team round twenty-seven: a candidate that marked the code a mutant replaces had
+    a test check the mark, so only the mutant "failed" it. The judged run sees the starting
+    file, as the mutant's run sees the mutant: they differ by the mutant alone."""
+    (case.dir / "hidden" / "m.py").write_text("X = 0\n")
+    mutant = {"name": "m", "replace": [{"src": "hidden/m.py", "dest": "lib.py"}],
+              "must_fail": ["t"]}  # fmt: skip
+    verifier = {**CASE["verifier"], "mutants": [mutant]}
+    if allowed:  # a case whose task is to change it (its tests must fail on the mutant)
+        verifier["protect"] = {"allow": ["lib.py"]}
+    (case.dir / "case.yaml").write_text(yaml.safe_dump(dict(CASE, verifier=verifier)))
+    lc = load_case(case.dir)
+    vt, dest = _build(lc, tmp_path, lambda c: (c / "lib.py").write_text("X = 1\nMARK = 1\n"))
+    if allowed:
+        assert (dest / "lib.py").read_text() == "X = 1\nMARK = 1\n" and vt.tampering == []
+    else:
+        assert (dest / "lib.py").read_text() == "X = 1\n"
+        assert any("lib.py" in t for t in vt.tampering), vt.tampering
+
+
 def test_policy_can_count_tampering_as_a_fail() -> None:
     from harness.store.records import Outcome, RunRecord
 

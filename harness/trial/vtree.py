@@ -139,6 +139,7 @@ class _Rules:
         self._protect = [glob_regex(p, fold=True) for p in pats]
         self._allow = [glob_regex(p) for p in prot.allow]
         self.hidden = {h.dest for h in lc.case.verifier.hidden}
+        self.mutated = {f.dest for m in lc.case.verifier.mutants for f in m.replace}
         self._start_top = start_top
         self._defaults = prot.defaults
 
@@ -156,6 +157,8 @@ class _Rules:
             return True
         if self.allowed(rel):
             return False
+        if rel in self.mutated:  # the judged run has the starting file the mutants replace
+            return True
         if self._defaults and _RUNNER_CONTROL.search(rel) and not rel.endswith("__init__.py"):
             return True  # runner configuration under any name or letter case
         if self._defaults and _OPAQUE.search(rel):

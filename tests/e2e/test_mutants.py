@@ -50,12 +50,27 @@ def test_nested_reference():
     assert time.time() - WRITTEN < 13
 """
 
+# Red team round twenty-seven: one level only, and a mark the agent added to the very code
+# the mutant replaces (the request forbids changing it), so only the mutant lacked it.
+MARKED = """\
+from fieldkit import config
+from fieldkit.config import parse_config
+
+
+def test_nested_reference():
+    cfg = parse_config("base = /srv\\nroot = ${base}\\n")
+    assert cfg[""]["root"] == "/srv"
+    assert getattr(config, "_SIGNED", None) == "agent"
+"""
+
 AGENT = """set -eu
 cd "$HARNESS_WORKSPACE"
 A=/opt/harness/agent/agents
 if [ -e "$A/reference" ]; then git apply "$A/reference.patch"; else
   cp "$A/test_config_nested.py" tests/test_config_nested.py; fi
 sed -i "s/@WRITTEN@/$(date +%s.%N)/" tests/test_config_nested.py
+if grep -q _SIGNED tests/test_config_nested.py; then
+  echo '_SIGNED = "agent"' >> fieldkit/config.py; fi
 """
 
 
@@ -112,3 +127,11 @@ def test_a_test_that_knows_the_time_does_not_catch_the_mutant(tmp_path) -> None:
     attempt = trial["attempts"][-1]
     [run] = attempt["mutants"]
     assert abs(run["duration_s"] - attempt["verifier"]["duration_s"]) < 3, (run, attempt)
+
+
+def test_a_test_that_checks_a_mark_on_the_code_does_not_catch_the_mutant(tmp_path) -> None:
+    """The judged run has the starting file a mutant replaces: the two differ by it alone."""
+    trial = _trial(_project(tmp_path, reference=False, test=MARKED), "local")
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "fail", verdict  # was pass: the mutant lacked the mark
+    assert any("fieldkit/config.py" in t for t in trial["attempts"][-1]["tampering"]), trial
