@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support import junit
 
-from harness.errors import SandboxUnavailableError
+from harness.errors import BudgetExceededError, SandboxUnavailableError
 from harness.project import RetryPolicy
 from harness.sandbox.base import Bound, ExecResult, Termination
 from harness.sandbox.fake import ExecCall, FakeSandbox, exited
@@ -309,3 +309,14 @@ def test_public_feedback_channel_runs_without_hidden_files(make_case, make_spec)
     assert package["public"]["command"] == ["run-public-tests"]
     assert "test_public.py::test_add" in package["public"]["excerpt"]
     assert "SECRET_HIDDEN_TEST_BODY" not in json.dumps(package)
+
+
+def test_an_attempt_over_its_model_budget_ends_the_trial_as_budget(make_case, make_spec):
+    def spender(call: ExecCall) -> None:
+        raise BudgetExceededError("turn 31 refused: the limit is 30 turns", kind="model_calls")
+
+    sandbox = FakeSandbox(handler_for(spender))
+    retry = RetryPolicy(max_attempts=3, stop_on_identical_failure=False)
+    rec = run_trial(make_spec(make_case(), retry=retry), sandbox).record
+    assert rec.verdict.failure_type is FailureType.BUDGET_EXCEEDED
+    assert rec.stop_reason == "budget" and len(rec.attempts) == 1  # was candidate_too_large

@@ -514,6 +514,9 @@ def run_trial(spec: TrialSpec, sandbox: Sandbox) -> TrialOutput:
                 if rec.verdict.failure_type is FailureType.ABSTAINED:
                     stop = "abstained"
                     break
+                if rec.verdict.failure_type is FailureType.BUDGET_EXCEEDED:
+                    stop = "budget"  # the gateway ended the trial (docs/gateway.md, Budget)
+                    break
                 if n == retry.max_attempts:
                     stop = "attempt_limit" if retry.max_attempts > 1 else "single_attempt"
                     break
