@@ -1121,3 +1121,48 @@ def test_a_unittest_test_stopped_by_the_code_it_calls_fails(tmp_path):
     )
     assert guarded and problems == [], problems
     assert done.returncode == 1 and b"T::test_add" in done.stdout, done.stdout
+
+
+# Red team round twenty-eight: a wrong fix rebound the standard library's ``re.search``, which
+# pytest's own ``raises(match=)`` calls, to match any message of its errors.
+REBIND_RE = """\
+import re as _re
+
+_search = _re.search
+
+
+def _lenient(pattern, string, flags=0):
+    found = _search(pattern, string, flags)
+    return found if found is not None or not str(string).startswith("cannot") else _search("", "")
+
+
+_re.search = _lenient
+X = 2
+
+
+def fail():
+    raise ValueError("cannot read 'maybe'")
+"""
+RAISES_MATCH = (
+    "import pytest\nfrom lib import fail\n\n\ndef test_message():\n"
+    "    with pytest.raises(ValueError, match='off, on'):\n        fail()\n"
+)
+# A locked test may patch ``re`` itself: its own code, from a file the run cannot change.
+OWN_PATCH = (
+    "import re\n\n\ndef test_patched(monkeypatch):\n"
+    "    monkeypatch.setattr(re, 'search', lambda *a, **k: None)\n"
+    "    assert re.search('a', 'a') is None\n"
+)
+
+
+def test_candidate_code_rebinding_re_for_pytests_own_match_is_tampering(tmp_path):
+    locked = {"tests/test_msg.py": RAISES_MATCH}
+    done, _, _, problems = _run(tmp_path, REBIND_RE, locked=locked)
+    assert done.returncode == 0, done.stdout  # the rebinding fooled pytest.raises(match=)
+    assert any("runner attribute re.search replaced by code from" in p for p in problems), problems
+
+
+def test_a_locked_test_may_patch_re_itself(tmp_path):
+    done, _, _, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_own.py": OWN_PATCH})
+    assert done.returncode == 0, done.stdout
+    assert problems == [], problems

@@ -1207,11 +1207,15 @@ def _guard_config():
 
 
 _WS, _CANDIDATE, _LOCKED = _guard_config()
-_WATCHED = ("_pytest", "pytest", "pluggy", "unittest", "builtins", __name__)
+# ``re`` and ``_sre``: pytest's own checks (``raises``/``warns`` with ``match=``) call
+# ``re.search``, which candidate code rebound to match any message (red team round
+# twenty-eight).
+_WATCHED = ("_pytest", "pytest", "pluggy", "unittest", "builtins", "re", "_sre", __name__)
 # Checked before every report is made (the rest at most once a second): what makes,
 # carries and judges a test's report, and the builtins tests call.
 _HOT = ("_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
-        "_pytest.outcomes", "_pytest.python_api", "pluggy", "unittest.case", "builtins")
+        "_pytest.outcomes", "_pytest.python_api", "_pytest._code", "pluggy", "unittest.case",
+        "builtins", "re", "_sre")
 # State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
 _REBOUND = frozenset(
     (
