@@ -170,10 +170,12 @@ def verify_tree_phase(
     downgrade: frozenset[str] = frozenset(),
     environment: BuiltEnv | None = None,
     image: str | None = None,
-) -> tuple[PhaseRecord, Verdict, dict[str, tuple[str, ...]]]:
-    """:func:`verify_tree`, also returning the verifier's phase record and what passed.
+) -> tuple[PhaseRecord, Verdict, dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """:func:`verify_tree`, also returning its phase record, what passed, what mutants broke.
 
     What passed: per JUnit artifact, the tests (:func:`harness.trial.verify.passed_tests`).
+    What a mutant broke: per mutant name, the tests that passed on ``tree`` and did not on
+    the mutant's (on the starting state: what the suite already catches of it).
     """
     spec = TrialSpec(
         key=TrialKey(
@@ -194,8 +196,14 @@ def verify_tree_phase(
         materialize(lc, start)
         ctx = TrialContext(spec, lc, sandbox, Path(tmp), start, {}, Blobs())
         record, verdict, vt = verifier_phase(ctx, 1, tree)
-        passed = passed_tests(lc.case.verifier, ctx.artifacts.get(1, {}))
-        return record, verdict, _fixed_tests(passed, ctx.nodes.get(1, {}), ctx.tmp / "verify-1", vt)
+        verifier = lc.case.verifier
+        passed = passed_tests(verifier, ctx.artifacts.get(1, {}))
+        broke = {}
+        for mutant, found in zip(verifier.mutants, ctx.mutant_artifacts.get(1, ()), strict=False):
+            still = {t for ids in passed_tests(verifier, found).values() for t in ids}
+            broke[mutant.name] = tuple(t for ids in passed.values() for t in ids if t not in still)
+        fixed = _fixed_tests(passed, ctx.nodes.get(1, {}), ctx.tmp / "verify-1", vt)
+        return record, verdict, fixed, broke
 
 
 def _fixed_tests(

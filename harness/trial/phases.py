@@ -151,6 +151,8 @@ class TrialContext:
     """Per attempt, per JUnit artifact: each test's pytest node id, from the guard's stream."""
     mutants: dict[int, list[PhaseRecord]] = field(default_factory=dict)
     """Per attempt: the verifier's runs on the case's mutants, in order."""
+    mutant_artifacts: dict[int, list[Mapping[str, bytes | None]]] = field(default_factory=dict)
+    """Per attempt: the artifacts of each mutant's run, in the case's order."""
 
 
 def phase_label(ctx: TrialContext, phase: str, attempt: int) -> str:
@@ -360,6 +362,7 @@ def verifier_phase(
     if mutants:
         run, *twins = _twin_runs(ctx, attempt, candidate_dir, mutants)
         ctx.mutants[attempt] = [t.record for t in twins]
+        ctx.mutant_artifacts[attempt] = [t.artifacts for t in twins]
     else:
         run, twins = _verifier_run(ctx, attempt, candidate_dir, None, ctx.clock), []
     ctx.artifacts[attempt] = run.artifacts

@@ -68,9 +68,9 @@ def _verify(
     downgrade: frozenset[str],
     environment: BuiltEnv | None,
     image: str | None,
-) -> tuple[Verdict, str, dict[str, tuple[str, ...]]]:
+) -> tuple[Verdict, str, dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     try:
-        record, verdict, passed = verify_tree_phase(
+        record, verdict, passed, broke = verify_tree_phase(
             lc,
             sandbox,
             tree,
@@ -79,9 +79,9 @@ def _verify(
             environment=environment,
             image=image,
         )
-        return verdict, record.excerpt, passed
+        return verdict, record.excerpt, passed, broke
     except Exception as exc:
-        return verdict_from_exception(exc), "", {}
+        return verdict_from_exception(exc), "", {}, {}
 
 
 def validate_case(
@@ -120,10 +120,13 @@ def validate_case(
             with ThreadPoolExecutor(max_workers=2, thread_name_prefix="validate") as pool:
                 red_run = pool.submit(_verify, lc, sandbox, red_tree, "red", *args)
                 green_run = pool.submit(_verify, lc, sandbox, green_tree, "green", *args)
-                (red, red_excerpt, _), (green, _, passed) = red_run.result(), green_run.result()
+                (red, red_excerpt, _, broke), (green, _, passed, _) = (
+                    red_run.result(),
+                    green_run.result(),
+                )
         else:
-            red, red_excerpt, _ = _verify(lc, sandbox, red_tree, "red", *args)
-            green, _, passed = _verify(lc, sandbox, green_tree, "green", *args)
+            red, red_excerpt, _, broke = _verify(lc, sandbox, red_tree, "red", *args)
+            green, _, passed, _ = _verify(lc, sandbox, green_tree, "green", *args)
     problems = []
     if red.outcome in (Outcome.INFRA_ERROR, Outcome.EVALUATOR_ERROR) or green.outcome in (
         Outcome.INFRA_ERROR,
@@ -137,6 +140,16 @@ def validate_case(
         problems.append("cannot go red: the verifier passes on the untouched starting state")
     if green.outcome is not Outcome.PASS:
         problems.append(f"cannot go green: the reference solution fails ({green.reason})")
+    for name, caught in broke.items():
+        if caught:  # a test that repeats one of these would "catch" it (red team round 28)
+            shown = ", ".join(caught[:3]) + (
+                f" (+{len(caught) - 3} more)" if len(caught) > 3 else ""
+            )
+            problems.append(
+                f"mutant {name!r} is caught by the starting tests already ({shown}): a new "
+                "test that repeats them would catch it too; a mutant must break only what "
+                "the new test should check"
+            )
     if problems:
         return ValidationResult(lc.id, "broken", red, green, "; ".join(problems), red_excerpt)
     return ValidationResult(

@@ -63,6 +63,19 @@ def test_nested_reference():
     assert getattr(config, "_SIGNED", None) == "agent"
 """
 
+# Red team round twenty-eight: a test that checks only what the starting suite already
+# checks (a reference cycle), which the old mutant (no recursion, so no cycle check) broke.
+CYCLE_ONLY = """\
+import pytest
+
+from fieldkit.config import ConfigError, parse_config
+
+
+def test_nested_reference():
+    with pytest.raises(ConfigError):
+        parse_config("a = ${b}\\nb = ${a}\\n")
+"""
+
 AGENT = """set -eu
 cd "$HARNESS_WORKSPACE"
 A=/opt/harness/agent/agents
@@ -135,3 +148,29 @@ def test_a_test_that_checks_a_mark_on_the_code_does_not_catch_the_mutant(tmp_pat
     verdict = trial["verdict"]
     assert verdict["outcome"] == "fail", verdict  # was pass: the mutant lacked the mark
     assert any("fieldkit/config.py" in t for t in trial["attempts"][-1]["tampering"]), trial
+
+
+def test_a_test_the_starting_suite_already_makes_does_not_catch_the_mutant(tmp_path) -> None:
+    trial = _trial(_project(tmp_path, reference=False, test=CYCLE_ONLY), "local")
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "fail", verdict  # v3's mutant lost cycle detection too
+    assert "do not catch the mutant 'one-level'" in verdict["reason"], verdict["reason"]
+
+
+def test_a_mutant_the_starting_suite_catches_does_not_validate(tmp_path) -> None:
+    """Such a mutant proves nothing of a new test: one repeating an old test catches it."""
+    root = bundled_copy(tmp_path / "proj")
+    case = root / "cases" / "config-nested-test"
+    mutant = case / "hidden" / "mutant_config.py"
+    text = mutant.read_text()
+    keep = "        _resolve(raw, found[0], found[1], stack, cache)  # still checked"
+    assert keep in text
+    mutant.write_text(text.replace(keep, "        pass  # no cycle check"))
+    yaml_text = (case / "case.yaml").read_text()
+    (case / "case.yaml").write_text(yaml_text.replace("version: 4", "version: 99", 1))
+    assert harness(root, "cases", "lock").returncode == 0
+    done = harness(root, "cases", "validate", "--case", "config-nested-test", timeout=600)
+    assert done.returncode != 0, done.stdout
+    out = done.stdout + done.stderr
+    assert "mutant 'one-level' is caught by the starting tests already" in out, out
+    assert "tests.test_config::test_cycle" in out, out

@@ -83,7 +83,8 @@ def _resolve(raw: Raw, section: str, key: str, stack: List[str], cache: Dict[Tup
         found = _lookup(raw, section, match.group(1))
         if found is None:
             raise ConfigError(f"undefined reference ${{{match.group(1)}}} in {name!r}", line=line)
-        return raw[found[0]][found[1]][0]  # MUTANT: one level only
+        _resolve(raw, found[0], found[1], stack, cache)  # still checked: cycles, undefined
+        return raw[found[0]][found[1]][0]  # MUTANT: substitutes the raw value, one level only
 
     result = _REF.sub(substitute, value)
     stack.pop()
