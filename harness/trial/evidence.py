@@ -1214,8 +1214,11 @@ _WATCHED = ("_pytest", "pytest", "pluggy", "unittest", "builtins", "re", "_sre",
 # Checked before every report is made (the rest at most once a second): what makes,
 # carries and judges a test's report, and the builtins tests call.
 _HOT = ("_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest",
-        "_pytest.outcomes", "_pytest.python_api", "_pytest._code", "pluggy", "unittest.case",
-        "builtins", "re", "_sre")
+        "_pytest.outcomes", "_pytest.python_api", "_pytest._code.code.ExceptionInfo", "pluggy",
+        "unittest.case", "builtins")
+# ... and the functions of ``re`` and ``_sre`` that ``ExceptionInfo.match`` calls, not their
+# classes or internals (about 500 bindings, checked at most once a second like the rest).
+_HOT_MODULES = frozenset(("re", "_sre"))
 # State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
 _REBOUND = frozenset(
     (
@@ -1318,7 +1321,7 @@ for _owner, _d, _key, _value in _STATE:
         _KNOWN[id(_c)] = _c
     if isinstance(_value, type):
         _KNOWN_TYPES[id(_value)] = _value
-_HOT_STATE = [e for e in _STATE if e[0].startswith(_HOT)]
+_HOT_STATE = [e for e in _STATE if e[0].startswith(_HOT) or e[0] in _HOT_MODULES]
 _COMPILED = {}
 _SIMPLE = (type(None), bool, int, float, str, bytes)
 
