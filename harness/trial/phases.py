@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -489,7 +490,7 @@ def _verifier_run(
             replace=replace,
         )
         nonce = new_nonce()
-        view = _verifier_view(ctx, f"{attempt}{suffix}", vt)
+        view = _verifier_view(ctx, vt)
     with (
         clock.step("verifier"),
         ctx.sandbox.open(
@@ -563,12 +564,14 @@ def _guard_keys(v: SandboxSession, box: str | None) -> tuple[list[bytes], list[s
     return keys, [f"the harness's drop box: {why}" for why in (*found.odd, *odd)]
 
 
-def _verifier_view(ctx: TrialContext, run: str, vt: VerificationTree) -> SealedView:
-    """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``)."""
-    guard = ctx.tmp / f"guard-{run}"
-    if guard.exists():
-        shutil.rmtree(guard)
-    guard.mkdir(mode=0o755)
+def _verifier_view(ctx: TrialContext, vt: VerificationTree) -> SealedView:
+    """Show the verifier its environments and the harness's guard (read-only, ``GUARD_MOUNT``).
+
+    The guard's host folder has a random name: the run sees it in its mount table, and a
+    name saying which run it serves told a mutant's run from the judged one (red team round
+    twenty-nine).
+    """
+    guard = Path(tempfile.mkdtemp(prefix="guard-", dir=ctx.tmp))
     guard.chmod(0o755)
     # each guarded pytest leaves its key in the verifier's drop box
     owner = ctx.sandbox.drop_box_owner

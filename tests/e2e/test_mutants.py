@@ -76,6 +76,17 @@ def test_nested_reference():
         parse_config("a = ${b}\\nb = ${a}\\n")
 """
 
+# Red team round twenty-nine: a test that checks nothing and fails when its mount table
+# names the mutant (the guard's host folder was named after the run it served).
+MOUNTS = """\
+from fieldkit.config import parse_config
+
+
+def test_nested_reference():
+    assert parse_config("a = 1\\n")[""]["a"] == "1"
+    assert "mutant" not in open("/proc/self/mountinfo").read()
+"""
+
 AGENT = """set -eu
 cd "$HARNESS_WORKSPACE"
 A=/opt/harness/agent/agents
@@ -174,3 +185,11 @@ def test_a_mutant_the_starting_suite_catches_does_not_validate(tmp_path) -> None
     out = done.stdout + done.stderr
     assert "mutant 'one-level' is caught by the starting tests already" in out, out
     assert "tests.test_config::test_cycle" in out, out
+
+
+@pytest.mark.parametrize("backend", ["local", DOCKER])
+def test_a_test_that_reads_its_mount_table_does_not_catch_the_mutant(tmp_path, backend) -> None:
+    trial = _trial(_project(tmp_path, reference=False, test=MOUNTS), backend)
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "fail", verdict  # was pass: the mutant run's mounts said so
+    assert "do not catch the mutant 'one-level'" in verdict["reason"], verdict["reason"]
