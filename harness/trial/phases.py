@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import tempfile
 import threading
@@ -391,6 +392,32 @@ _TWIN_START_S = 600.0
 """Longest a run waits at the start line for its twins (their trees and sandboxes)."""
 
 
+class _Turns:
+    """Let twin runs make their sandboxes one at a time, in a random order.
+
+    What a sandbox gets as it is made (the device numbers of its mounts, a descriptor's
+    number) follows the order the twins are made in: made in a fixed order, the judged
+    run's workspace always had the lowest device number (red team round thirty).
+    """
+
+    def __init__(self, n: int, rng: random.Random | None = None) -> None:
+        self.order = (rng or random.SystemRandom()).sample(range(n), n)
+        self._done: set[int] = set()
+        self._cond = threading.Condition()
+
+    def take(self, run: int) -> None:
+        """Wait until every run before ``run`` in the order is done (or gave up)."""
+        before = set(self.order[: self.order.index(run)])
+        with self._cond:
+            self._cond.wait_for(lambda: before <= self._done, timeout=_TWIN_START_S)
+
+    def done(self, run: int) -> None:
+        """Mark ``run``'s turn over (safe to repeat, and for a run that never took it)."""
+        with self._cond:
+            self._done.add(run)
+            self._cond.notify_all()
+
+
 def _twin_runs(
     ctx: TrialContext, attempt: int, candidate_dir: Path, mutants: Sequence[Mutant]
 ) -> list[_Run]:
@@ -404,15 +431,18 @@ def _twin_runs(
     keep their own step clocks: they overlap the judged run's, which the trial records.
     """
     barrier = threading.Barrier(1 + len(mutants))
+    turns = _Turns(1 + len(mutants))
     runs: list[_Run | None] = [None] * (1 + len(mutants))
     errors: list[BaseException] = []
 
     def one(i: int, mutant: Mutant | None, clock: StepClock) -> None:
         try:
-            runs[i] = _verifier_run(ctx, attempt, candidate_dir, mutant, clock, barrier)
+            runs[i] = _verifier_run(ctx, attempt, candidate_dir, mutant, clock, barrier, (turns, i))
         except BaseException as exc:
             barrier.abort()  # the others go on; this run's error decides the attempt
             errors.append(exc)
+        finally:
+            turns.done(i)
 
     threads = [
         threading.Thread(target=one, args=(i + 1, m, StepClock()), name=f"mutant-{m.name}")
@@ -473,6 +503,7 @@ def _verifier_run(
     mutant: Mutant | None,
     clock: StepClock,
     barrier: threading.Barrier | None = None,
+    turn: tuple[_Turns, int] | None = None,
 ) -> _Run:
     case = ctx.lc.case
     suffix = "" if mutant is None else f"-mutant-{mutant.name}"
@@ -491,6 +522,8 @@ def _verifier_run(
         )
         nonce = new_nonce()
         view = _verifier_view(ctx, vt)
+    if turn is not None:
+        turn[0].take(turn[1])
     with (
         clock.step("verifier"),
         ctx.sandbox.open(
@@ -507,6 +540,8 @@ def _verifier_run(
             box = f"{v.paths.io}/{os.path.basename(DROP_BOX)}" if _junit(case.verifier) else None
             if box is not None:
                 v.make_drop_box(box)
+        if turn is not None:
+            turn[0].done(turn[1])
         ws = v.paths.workspace
         timeout = case.contract.verifier.timeout_seconds
         if barrier is not None:
