@@ -36,6 +36,7 @@ def _run(
     home: Path | None = None,
     unlisted: dict[str, str] | None = None,
     late: bool = False,
+    tags: bool = True,
 ):
     ws, guard, box = tmp_path / "ws", tmp_path / "guard", tmp_path / "box"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -56,6 +57,11 @@ def _run(
         box=str(box),
         box_owner=os.geteuid(),
     )
+    if not tags:  # as on an interpreter whose dicts keep no version tag
+        text = files["sitecustomize.py"].decode()
+        assert "tag_view = _dict_tags()" in text
+        text = text.replace("tag_view = _dict_tags()", "tag_view = None")
+        files["sitecustomize.py"] = text.encode()
     for rel, data in files.items():
         (guard / rel).write_bytes(data)
     env = {"PATH": os.environ["PATH"], **guard_env(str(guard), nonce)}
@@ -1166,3 +1172,55 @@ def test_a_locked_test_may_patch_re_itself(tmp_path):
     done, _, _, problems = _run(tmp_path, "X = 2\n", locked={"tests/test_own.py": OWN_PATCH})
     assert done.returncode == 0, done.stdout
     assert problems == [], problems
+
+
+# Candidate code that rebinds a part of the runner the hot list does not name (the JUnit
+# writer's failure entry) while one test runs, and puts it back in the next: before every
+# report the guard learns which of the runner's namespaces were written since it last found
+# them as taken, and checks those, so the rebinding is seen at once, not only when the
+# once-a-second sweep happens to fall in between.
+SWAP_AND_RESTORE = """\
+import _pytest.junitxml as _j
+
+X = 2
+_real = _j._NodeReporter.append_failure
+
+
+def _quiet(self, report):
+    self.append_pass(report)
+
+
+def swap():
+    _j._NodeReporter.append_failure = _quiet
+
+
+def restore():
+    _j._NodeReporter.append_failure = _real
+"""
+SWAP_TESTS = (
+    "import lib\n\n\ndef test_swap():\n    lib.swap()\n\n\ndef test_restore():\n    lib.restore()\n"
+)
+
+
+def test_a_runner_binding_rebound_and_put_back_between_tests_is_tampering(tmp_path):
+    locked = {"tests/test_swap.py": SWAP_TESTS}
+    done, _, guarded, problems = _run(tmp_path, SWAP_AND_RESTORE, locked=locked)
+    assert done.returncode == 0 and guarded, done.stdout
+    assert any(
+        "runner attribute _pytest.junitxml._NodeReporter.append_failure replaced by code from" in p
+        for p in problems
+    ), problems
+
+
+@pytest.mark.parametrize("tags", [True, False], ids=["tags", "no-tags"])
+def test_without_dict_versions_the_guard_checks_the_hot_list_before_every_report(tmp_path, tags):
+    # The interpreter's dict versions only make the check cheaper: without them an honest
+    # run stays clean, and the runner's reporting code rebound is still seen.
+    done, _, guarded, problems = _run(tmp_path / "honest", "X = 2\n", tags=tags)
+    assert done.returncode == 0 and guarded and problems == [], problems
+    lib = SWAP_AND_RESTORE.replace("_pytest.junitxml as _j", "re as _j").replace(
+        "_NodeReporter.append_failure", "search"
+    )
+    locked = {"tests/test_swap.py": SWAP_TESTS}
+    _, _, _, problems = _run(tmp_path / "re", lib, locked=locked, tags=tags)
+    assert any("runner attribute re.search replaced by code from" in p for p in problems), problems

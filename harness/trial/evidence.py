@@ -163,6 +163,68 @@ def _undumpable():
         pass
 
 
+def _dict_tags():
+    """Return ``view(d)``, a read of dict ``d``'s header whose item 3 is its version tag, or
+    None where this interpreter keeps no tag that every write to a dict changes.
+
+    CPython 3.11 to 3.13 keep one (PEP 509): a write of any kind gives the dict a number
+    never used before. Trusted only once proven here, before any other code runs, on every
+    kind of write there is (and on the header's layout); else None and every check reads
+    every entry, as before."""
+    try:
+        import ctypes
+        import gc
+        import types
+
+        if _sys.implementation.name != "cpython" or not (3, 11) <= _sys.version_info < (3, 14):
+            return None
+
+        def view(d):
+            return memoryview((ctypes.c_char * 32).from_address(id(d))).cast("B").cast("Q")
+
+        class Probe:
+            a = 1
+
+        mod = types.ModuleType("probe")
+        mod.a = 1
+        writes = (
+            lambda d: d.__setitem__("a", object()),
+            lambda d: d.__setitem__("new", 1),
+            lambda d: d.__delitem__("a"),
+            lambda d: d.pop("a"),
+            lambda d: d.popitem(),
+            lambda d: d.clear(),
+            lambda d: d.update(a=2),
+            lambda d: d.setdefault("new", 1),
+            lambda d: d.__ior__({"a": 3}),
+            lambda d: dict.__init__(d, a=4),
+        )
+        for write in writes:
+            d = {"a": 1, "b": 2}
+            v = view(d)
+            before = v[3]
+            write(d)
+            if v[2] != len(d) or v[3] == before:
+                return None
+        cls = gc.get_referents(Probe.__dict__)
+        if len(cls) != 1 or type(cls[0]) is not dict:
+            return None
+        for d, write in (
+            (cls[0], lambda: setattr(Probe, "a", 2)),
+            (cls[0], lambda: delattr(Probe, "a")),
+            (mod.__dict__, lambda: setattr(mod, "a", 2)),
+            (mod.__dict__, lambda: delattr(mod, "a")),
+        ):
+            v = view(d)
+            before = v[3]
+            write()
+            if v[3] == before:
+                return None
+        return view
+    except Exception:
+        return None
+
+
 # seccomp(2) by machine: the filter itself is the harness's (``seal.bpf``, built by
 # harness.sandbox.seal_program), only installed here.
 _SEAL_ABI = {"x86_64": 317, "aarch64": 277}
@@ -350,14 +412,14 @@ def _install():
     _b = __import__("builtins").__dict__
     (
         AttributeError, Exception, ImportError, KeyError, OSError, ValueError, all, any,
-        bool, bytearray, bytes, callable, compile, dict, frozenset, getattr, id, int,
-        isinstance, issubclass, len, list, object, open, ord, range, set, str, tuple, type,
-        vars, zip,
+        bool, bytearray, bytes, callable, compile, dict, enumerate, frozenset, getattr, id,
+        int, isinstance, issubclass, len, list, map, object, open, ord, range, set, str,
+        tuple, type, vars, zip,
     ) = [_b[n] for n in (
         "AttributeError", "Exception", "ImportError", "KeyError", "OSError", "ValueError",
         "all", "any", "bool", "bytearray", "bytes", "callable", "compile", "dict",
-        "frozenset", "getattr", "id", "int", "isinstance", "issubclass", "len", "list",
-        "object", "open",
+        "enumerate", "frozenset", "getattr", "id", "int", "isinstance", "issubclass", "len",
+        "list", "map", "object", "open",
         "ord", "range", "set", "str", "tuple", "type", "vars", "zip",
     )]
     _os, _sys = __import__("os"), __import__("sys")
@@ -436,9 +498,11 @@ def _install():
     head = b"\n@@harness:" + tagger.hexdigest()[:32].encode() + b"@@ "
     del tagger
     unsealed = None
+    tag_view = None  # see _dict_tags: what tells this hook a dict was written since it looked
     if raw:
         _wipe(raw)
         unsealed = _seal_signals() or _own_domain()
+        tag_view = _dict_tags()
     del raw
     plugin = _os.path.join(here, "harness_canary.py")
     emitter = []  # the plugin's ``_emit`` code, registered once when it loads
@@ -792,7 +856,84 @@ def _install():
         sealed["wrapped"] = dict(g.get("_WRAPPED") or {})
         sealed["paths"] = dict(g.get("_MODCODES") or {})
         sealed["unseen"] = set(g.get("_UNSEEN") or ())
+        sealed["g"] = [tag_view(g), None] if tag_view is not None else None
+        take_watch(g["_STATE"])
         return None
+
+    # The runner's state the plugin checks (every binding of pytest's, pluggy's, unittest's,
+    # re's and the builtins', as the plugin took it before any candidate code ran), by the
+    # dict that holds it: what was written since this hook last found it as taken, the
+    # plugin checks before each report; the rest it need not read again. Held here alone:
+    # the reads of the dicts' headers are in no object candidate code can reach.
+    watched = []  # (dict, its entries, {key: value as taken}) per dict
+    views = []  # each dict's header (item 3: its version tag)
+    tags = []  # each dict's tag when it was last found as taken (None: not yet)
+    always = []  # entries of no plain dict (a candidate's module): checked every time
+    third = __import__("operator").itemgetter(3)
+    proxy_type = type(type.__dict__)
+    referents = gc.get_referents
+
+    def take_watch(state):
+        if tag_view is None or type(state) is not tuple:
+            return
+        groups = {}
+        mine = pglobals[0]  # the plugin's own names: changed() holds each to its object
+        for entry in state:
+            if type(entry) is not tuple or len(entry) != 4:
+                return  # not the plugin's own snapshot: the plugin checks its hot list
+            d = entry[1]
+            if d is mine:
+                continue
+            real = d if type(d) is dict else None
+            if type(d) is proxy_type:  # a class's own namespace
+                got = referents(d)
+                real = got[0] if len(got) == 1 and type(got[0]) is dict else None
+            if real is None or type(entry[2]) is not str:
+                always.append(entry)
+                continue
+            group = groups.get(id(real))
+            if group is None:
+                group = groups[id(real)] = (real, [], {})
+            group[1].append(entry)
+            group[2][entry[2]] = entry[3]
+        for real, entries, snap in groups.values():
+            watched.append((real, tuple(entries), snap))
+            views.append(tag_view(real))
+            tags.append(None)
+
+    def as_taken(real, snap):
+        # every entry taken from this dict holds the very object it held (by identity and
+        # built-in types only: a key of a str subclass is not compared, it fails)
+        n = 0
+        for k, v in dict.items(real):
+            if type(k) is not str:
+                return False
+            s = dict.get(snap, k, as_taken)
+            if s is as_taken:
+                continue
+            if s is not v:
+                return False
+            n += 1
+        return n == len(snap)
+
+    def written(box):
+        # The entries the plugin must check now, then None (no None: the plugin checks
+        # what it did before this hook could tell, its hot list).
+        now = list(map(third, views))
+        if now != tags:
+            for i, t in enumerate(now):
+                if t != tags[i]:
+                    real, entries, snap = watched[i]
+                    try:
+                        same = as_taken(real, snap)
+                    except Exception:  # written while read (a thread): read next time
+                        same = False
+                    if same:
+                        tags[i] = t  # the tag read before the entries: a write since shows
+                    else:
+                        box.extend(entries)
+        box.extend(always)
+        box.append(None)
 
     def breach():
         try:
@@ -812,9 +953,14 @@ def _install():
         names = sealed["names"]
         if type(g) is not dict or len(g) != len(names):
             return "the guard plugin's namespace changed"
-        for (k, v), (k0, v0) in zip(dict.items(g), names):
-            if k is not k0 or v is not v0:
-                return "the guard plugin's %s was replaced" % (exact(k0),)
+        tag = sealed["g"]
+        now = tag[0][3] if tag is not None else None
+        if now is None or now != tag[1]:  # written since it was last found as sealed
+            for (k, v), (k0, v0) in zip(dict.items(g), names):
+                if k is not k0 or v is not v0:
+                    return "the guard plugin's %s was replaced" % (exact(k0),)
+            if tag is not None:
+                tag[1] = now
         for fn, code, dflt, kw in sealed["fns"]:
             if fn.__code__ is not code or fn.__defaults__ is not dflt or (
                 fn.__kwdefaults__ is not kw
@@ -885,6 +1031,8 @@ def _install():
             if why is not None:
                 state[1] += 1
                 out({"k": "x", "pid": pid(), "what": why})
+            elif views and args and type(args[0]) is list:
+                written(args[0])
             return
         if event == "harness.guard.early":
             if early and f.f_code is early[0]:
@@ -1162,6 +1310,7 @@ def _install():
 _tolerant_faulthandler()
 _install()
 del _install, _register, _wipe, _undumpable, _own_domain, _tolerant_faulthandler
+del _dict_tags
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
@@ -1893,8 +2042,12 @@ _UNSEEN = set()
 def pytest_runtest_makereport(item, call):
     # Before the report of each phase is made: what makes and judges it, as loaded.
     if _CONFIG and getattr(_CONFIG[0], "_harness_canary", False):
-        _AUDIT("harness.guard.check")  # the hook checks this plugin and the session
-        _check_state(_HOT_STATE)
+        # The hook checks this plugin and the session, and names the runner's state
+        # written since it last found it as taken (then None): all of it is checked now.
+        # Without that answer (an interpreter whose dicts keep no version), the hot list.
+        written = []
+        _AUDIT("harness.guard.check", written)
+        _check_state(written[:-1] if written and written[-1] is None else _HOT_STATE)
         _check_globals(item)
         _check_item(item)
 
