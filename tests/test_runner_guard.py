@@ -1224,3 +1224,113 @@ def test_without_dict_versions_the_guard_checks_the_hot_list_before_every_report
     locked = {"tests/test_swap.py": SWAP_TESTS}
     _, _, _, problems = _run(tmp_path / "re", lib, locked=locked, tags=tags)
     assert any("runner attribute re.search replaced by code from" in p for p in problems), problems
+
+
+# A thread of the candidate's that waits for the collector to stop (the guard's hook stops
+# it while it runs) and then asks for every frame of the process: the hook once skipped
+# every event while any thread was inside it, so the call went unjudged and the frames led
+# into the hook's own (its closures hold the stream's key).
+FRAME_SPY = """\
+import gc, sys, threading, time
+
+X = 2
+tried = []
+sys.setswitchinterval(0.0005)
+
+
+def spy():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not tried:
+        if not gc.isenabled():
+            frames = sys._current_frames()
+            tried.append(len(frames))
+
+
+threading.Thread(target=spy, daemon=True).start()
+"""
+MANY_TESTS = (
+    "import time\n\nimport pytest\n\nimport lib\n\n\n"
+    "@pytest.mark.parametrize('i', range(300))\ndef test_many(i):\n    pass\n\n\n"
+    "def test_zz_spy_tried():\n    deadline = time.monotonic() + 30\n"
+    "    while not lib.tried and time.monotonic() < deadline:\n        time.sleep(0.01)\n"
+    "    assert lib.tried\n"
+)
+
+
+def test_a_thread_that_acts_while_the_guard_runs_in_another_is_judged(tmp_path):
+    locked = {"tests/test_many.py": MANY_TESTS}
+    done, _, guarded, problems = _run(tmp_path, FRAME_SPY, locked=locked)
+    assert b"test_zz_spy_tried" not in done.stdout, done.stdout  # the spy did ask
+    assert guarded
+    assert any("audit: sys._current_frames" in p for p in problems), problems
+
+
+# The hook judges one thread at a time; a child forked while another thread had its turn
+# must not wait for a thread it does not have.
+FORK_WHILE_BUSY = """\
+import os, sys, threading, time
+
+
+def test_fork_while_another_thread_raises_events():
+    stop = []
+
+    def busy():
+        while not stop:
+            sys.audit("harness.test.busy")
+
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        for _ in range(30):
+            pid = os.fork()
+            if pid == 0:
+                open(os.devnull).close()
+                os._exit(0)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.01)
+            else:
+                os.kill(pid, 9)
+                raise AssertionError("a forked child hung")
+            assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        stop.append(1)
+        t.join()
+"""
+
+
+def test_a_child_forked_while_another_thread_is_judged_does_not_hang(tmp_path):
+    locked = {"tests/test_fork.py": FORK_WHILE_BUSY}
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0 and guarded, done.stdout
+    assert problems == [], problems
+
+
+# The plugin's own functions changed in place (a check of it given code that checks
+# nothing), from a thread whose only Python frame is the standard library's: no frame of
+# the candidate's raises the event, so the hook's hold on the plugin's functions decides.
+GUT_A_CHECK = """\
+import sys
+import threading
+
+X = 2
+
+
+def gut():
+    check = sys.modules["harness_canary"]._check_state
+    nothing = (lambda entries=None: None).__code__
+    t = threading.Thread(target=setattr, args=(check, "__code__", nothing))
+    t.start()
+    t.join()
+"""
+GUT_TESTS = "import lib\n\n\ndef test_gut():\n    lib.gut()\n\n\ndef test_after():\n    pass\n"
+
+
+def test_a_guard_function_given_other_code_from_a_thread_is_tampering(tmp_path):
+    locked = {"tests/test_gut.py": GUT_TESTS}
+    done, _, guarded, problems = _run(tmp_path, GUT_A_CHECK, locked=locked)
+    assert guarded, done.stdout
+    assert any("the guard plugin's _check_state was changed" in p for p in problems), problems

@@ -426,6 +426,17 @@ def _install():
     realpath = _os.path.realpath
     gc = __import__("gc")
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    _thread = __import__("_thread")
+    get_ident, new_lock = _thread.get_ident, _thread.RLock
+    locks, inside = [new_lock()], [0]  # the hook's turn, and the thread that has it
+    touched = [True]  # an object's attribute set or deleted since the plugin's were read
+    del _thread
+
+    def fork_child():
+        # a child forked while another thread had the hook's turn: that thread is not here
+        locks[0], inside[0] = new_lock(), 0
+
+    _os.register_at_fork(after_in_child=fork_child)
     join = "".join
 
     def exact(text):
@@ -845,6 +856,8 @@ def _install():
             return "pytest's hook relay is of a class the guard cannot read"
         sealed["names"] = tuple(g.items())
         sealed["fns"] = functions(g)
+        sealed["fn_objs"] = tuple(f[0] for f in sealed["fns"])
+        sealed["fn_state"] = tuple(flat(f[1:] for f in sealed["fns"]))
         sealed["pm"], sealed["hook"], sealed["session"] = pm, pm.hook, sess
         sealed["kind"] = type(sess)
         callers = [getattr(pm.hook, h, None) for h in hooks]
@@ -869,7 +882,10 @@ def _install():
     views = []  # each dict's header (item 3: its version tag)
     tags = []  # each dict's tag when it was last found as taken (None: not yet)
     always = []  # entries of no plain dict (a candidate's module): checked every time
-    third = __import__("operator").itemgetter(3)
+    _op, _it = __import__("operator"), __import__("itertools")
+    third, is_, repeat, flat = _op.itemgetter(3), _op.is_, _it.repeat, _it.chain.from_iterable
+    fn_state = _op.attrgetter("__code__", "__defaults__", "__kwdefaults__")
+    del _op, _it
     proxy_type = type(type.__dict__)
     referents = gc.get_referents
 
@@ -961,11 +977,20 @@ def _install():
                     return "the guard plugin's %s was replaced" % (exact(k0),)
             if tag is not None:
                 tag[1] = now
-        for fn, code, dflt, kw in sealed["fns"]:
-            if fn.__code__ is not code or fn.__defaults__ is not dflt or (
-                fn.__kwdefaults__ is not kw
-            ):
-                return "the guard plugin's %s was changed" % (fn.__name__,)
+        # each function's code and defaults, each the very object sealed: read again only
+        # once an attribute of some object was set or deleted since (an audit event this
+        # hook sees from every thread, its own work too), then in C, and one by one only
+        # when one differs
+        now = ()
+        if touched[0]:
+            touched[0] = False  # before the read: a write from here on is seen next time
+            now = tuple(flat(map(fn_state, sealed["fn_objs"])))
+        if now and not all(map(is_, now, sealed["fn_state"])):
+            for fn, code, dflt, kw in sealed["fns"]:
+                if fn.__code__ is not code or fn.__defaults__ is not dflt or (
+                    fn.__kwdefaults__ is not kw
+                ):
+                    return "the guard plugin's %s was changed" % (fn.__name__,)
         for name, key in (("_WRAPPED", "wrapped"), ("_MODCODES", "paths")):
             now, before = g[name], sealed[key]
             if type(now) is not dict or not plain(now, (int, str)):
@@ -1005,7 +1030,7 @@ def _install():
             now = kind.get_hookimpls(caller)  # by its class: an instance attribute is not asked
             if type(now) is not list:
                 return "a pytest hook caller was replaced"
-            if len(now) != len(impls) or any(a is not b for a, b in zip(now, impls)):
+            if len(now) != len(impls) or not all(map(is_, now, impls)):
                 return "a pytest hook implementation was added or removed after collection"
         for k, v in list(dict.items(vars(sess))):
             if type(k) is not str:
@@ -1167,7 +1192,7 @@ def _install():
             own = object.__getattribute__(obj, "__dict__")  # a class that passed: its own
         except AttributeError:
             return True  # no attributes of its own
-        return type(own) is dict and all(type(k) is str for k in own)
+        return type(own) is dict and all(map(is_, map(type, own), repeat(str)))
 
     def clean(rec):
         # the plugin's record as plain data: the candidate can reach the dict on its way
@@ -1185,19 +1210,38 @@ def _install():
         return kept
 
     def hook(event, args):
-        if state[0]:
-            return
-        # No collection while the hook runs: the collector runs callbacks and finalizers,
-        # code the candidate wrote, which could walk up to this hook's frames (red team
-        # round twenty-one reached pytest's frames so from a collector callback).
-        was = gc_enabled()
-        if was:
-            gc_disable()
+        if event == "object.__setattr__" or event == "object.__delattr__":
+            touched[0] = True  # the only ways to set a function's code or defaults
+        tid = get_ident()
+        if inside[0] == tid:
+            return  # raised by this hook's own work, in this thread
+        # One thread at a time: an event another thread raises while this hook runs waits
+        # its turn and is judged then. (A flag shared by all threads let a candidate thread
+        # that saw the collector stop, below, take every frame of the process unjudged and
+        # walk into this hook's own: a way to its key.)
+        # Re-entrant: an event this thread raises before it is marked inside (the
+        # collector's callbacks, candidate code, may run at any allocation until the
+        # collector is stopped below) is judged there and then, not waited for.
+        lock = locks[0]
+        lock.acquire()
+        before = inside[0]
+        inside[0] = tid
         try:
-            judge_event(event, args)
-        finally:
+            # No collection while the hook runs: the collector runs callbacks and
+            # finalizers, code the candidate wrote, which could walk up to this hook's
+            # frames (red team round twenty-one reached pytest's frames so from a
+            # collector callback).
+            was = gc_enabled()
             if was:
-                gc_enable()
+                gc_disable()
+            try:
+                judge_event(event, args)
+            finally:
+                if was:
+                    gc_enable()
+        finally:
+            inside[0] = before
+            lock.release()
 
     def judge_event(event, args):
         if state[0]:
