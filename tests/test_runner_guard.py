@@ -1334,3 +1334,87 @@ def test_a_guard_function_given_other_code_from_a_thread_is_tampering(tmp_path):
     done, _, guarded, problems = _run(tmp_path, GUT_A_CHECK, locked=locked)
     assert guarded, done.stdout
     assert any("the guard plugin's _check_state was changed" in p for p in problems), problems
+
+
+# Red team round thirty-one: what was let stand over the runner's attributes as harmless (a
+# plain value, a builtin, the runner's own code under another name, a class of the standard
+# library) turned its checks off. Each wrong answer below passed, with no tampering.
+RUNNER_WEAKENED = {
+    "approx-plain-value": (
+        "import _pytest.python_api as _a\n"
+        "_a.ApproxScalar.DEFAULT_RELATIVE_TOLERANCE = 1e9\n"
+        "_a.ApproxScalar.DEFAULT_ABSOLUTE_TOLERANCE = 1e9\n",
+        "import pytest\nfrom lib import X\n\n\ndef test_close():\n"
+        "    assert X + 0.5 == pytest.approx(2.0)\n",
+        "_pytest.python_api.ApproxScalar.DEFAULT_RELATIVE_TOLERANCE replaced by a plain value",
+    ),
+    "match-builtin": (
+        "import _pytest._code.code as _c\n_c.ExceptionInfo.match = id\n",
+        "import pytest\n\n\ndef test_message():\n"
+        "    with pytest.raises(ValueError, match='right'):\n        raise ValueError('wrong')\n",
+        "_pytest._code.code.ExceptionInfo.match replaced by a built-in id",
+    ),
+    "match-runner-code": (
+        "import _pytest._code.code as _c\n_c.ExceptionInfo.match = _c.ExceptionInfo.exconly\n",
+        "import pytest\n\n\ndef test_message():\n"
+        "    with pytest.raises(ValueError, match='right'):\n        raise ValueError('wrong')\n",
+        "_pytest._code.code.ExceptionInfo.match replaced by code from",
+    ),
+    "raises-stdlib-class": (
+        "import contextlib\nimport pytest\npytest.raises = contextlib.suppress\n",
+        "import pytest\n\n\ndef test_raises():\n"
+        "    with pytest.raises(ValueError):\n        pass\n",
+        "pytest.raises replaced by the class contextlib.suppress",
+    ),
+    "unittest-assert-builtin": (
+        "import unittest\nunittest.TestCase.assertEqual = print\n",
+        "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_eq(self):\n        self.assertEqual(1, 2)\n",
+        "unittest.case.TestCase.assertEqual replaced by a built-in print",
+    ),
+    "builtin-over-builtin": (
+        "import builtins\nbuiltins.all = builtins.any\n",
+        "def test_all():\n    assert all([True, False])\n",
+        "builtins.all replaced by a built-in any",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNNER_WEAKENED))
+def test_anything_but_added_code_over_the_runners_attributes_is_tampering(tmp_path, name):
+    payload, test, seen = RUNNER_WEAKENED[name]
+    locked = {"tests/test_weak.py": test}
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n" + payload, locked=locked)
+    assert guarded, done.stdout
+    if not name.startswith("match-"):  # pytest 9 matches without ExceptionInfo.match
+        assert done.returncode == 0, done.stdout  # the check was off: all passed
+    assert any(seen in p for p in problems), problems
+
+
+# What a run may set over them: a locked conftest's own code (a plugin-like wrapper), a
+# test's patch of a builtin with its own code or a mock.
+ADDED_BY_LOCKED = """\
+import _pytest._code.code as _c
+
+_real = _c.ExceptionInfo.exconly
+
+
+def _exconly(self, tryshort=False):
+    return _real(self, tryshort)
+
+
+_c.ExceptionInfo.exconly = _exconly
+"""
+MOCKED_BUILTIN = (
+    "import builtins\nfrom unittest import mock\n\n\ndef test_open(monkeypatch):\n"
+    "    monkeypatch.setattr(builtins, 'open', mock.mock_open(read_data='x'))\n"
+    "    with open('anything') as fh:\n        assert fh.read() == 'x'\n"
+    "    monkeypatch.setattr(builtins, 'input', lambda *a: 'y')\n    assert input() == 'y'\n"
+)
+
+
+def test_a_locked_files_own_code_and_a_tests_mock_may_stand_over_the_runners(tmp_path):
+    locked = {"tests/conftest.py": ADDED_BY_LOCKED, "tests/test_mock.py": MOCKED_BUILTIN}
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0 and guarded, done.stdout
+    assert problems == [], problems

@@ -1424,6 +1424,12 @@ _REBOUND = frozenset(
         "_pytest.assertion.util._reprcompare",
         "_pytest.assertion.util._config",
         "_pytest.assertion.util._assertion_pass",
+        # set once, the first time they are needed (``global`` in the runner's own code)
+        "_pytest.doctest.RUNNER_CLASS",
+        "_pytest.doctest.CHECKER_CLASS",
+        "unittest.mock.file_spec",
+        "unittest.mock.open_spec",
+        "unittest.signals._interrupt_handler",
     )
 )
 
@@ -1891,16 +1897,98 @@ def _foreign(value, depth=0):
     return _foreign_file(where)
 
 
+# The runner's own packages: what they hold decides every test, so nothing may stand in for
+# it but code a plugin or a locked file of the run added (a fixture's patch, a plugin's
+# wrapper). A plain value, a builtin, the runner's own code under another name or a class of
+# the standard library each turned a check off while it counted as harmless (red team round
+# thirty-one: ``approx``'s tolerance set to 1e9, ``ExceptionInfo.match = id``,
+# ``match = exconly``, ``RaisesContext = contextlib.suppress``,
+# ``TestCase.assertEqual = print``).
+_RUNNER_ROOTS = frozenset(("_pytest", "pytest", "pluggy", "unittest"))
+
+
+def _runner_homes():
+    homes = []
+    for mod in ("_pytest", "pytest", "pluggy"):
+        where = getattr(sys.modules.get(mod), "__file__", None)
+        if where:
+            homes.append(os.path.realpath(os.path.dirname(where)).rstrip("/") + "/")
+    return tuple(homes), os.path.realpath(os.path.dirname(os.__file__)).rstrip("/") + "/"
+
+
+_HOMES, _STDLIB = _runner_homes()
+
+
+def _added_file(path):
+    """A file of a plugin or a locked file of the run: not the runner's, not the standard
+    library's (whose code the runner did not have there before), and one the run cannot
+    change."""
+    if not _fixed_file(path):
+        return False
+    real = os.path.realpath(path)
+    if real.startswith(_HOMES):
+        return False
+    if real.startswith(_STDLIB):
+        rest = real[len(_STDLIB):]
+        return "site-packages/" in rest or "dist-packages/" in rest
+    return True
+
+
+def _added_by_run(value):
+    """Tell whether ``value``, set over the runner's own attribute, may stand there (deny by
+    default): a function of a plugin's or a locked file's own code, not the runner's, or a
+    class, or an object of a class, of such a file whose every method is its file's own."""
+    code = _code_of(value)
+    if code is not None:
+        return id(code) not in _KNOWN and _added_file(code.co_filename) and _verified(value)
+    kind = value if isinstance(value, type) else type(value)
+    if not kind.__flags__ & (1 << 9) or id(kind) in _KNOWN_TYPES:
+        return False  # built-in, or the runner's own class
+    mod = sys.modules.get(getattr(kind, "__module__", None) or "")
+    return _added_file(getattr(mod, "__file__", None)) and _benign(value)
+
+
+def _library_may_hold(value):
+    """Tell whether ``value``, set over a builtin or an attribute of ``re``, may stand there:
+    a test's patch (its own code, a mock), never a plain value, another builtin or the
+    library's own code under another name (``all = any`` turns a check off)."""
+    code = _code_of(value)
+    if code is not None:
+        return id(code) not in _KNOWN and _verified(value)
+    if isinstance(value, _SIMPLE):
+        return False
+    kind = value if isinstance(value, type) else type(value)
+    if not kind.__flags__ & (1 << 9):
+        return False  # a builtin function, class or object of a built-in type
+    return _benign(value)
+
+
 def _check_state(entries=None):
     for owner, d, key, value in _STATE if entries is None else entries:
         now = d.get(key, _MISSING)
         if now is value:
             continue
+        root = owner.split(".", 1)[0]
+        if root == __name__:
+            continue  # the plugin's own names: the guard's hook holds each to its object
         if now is _MISSING:
             _x("runner attribute deleted: %s.%s" % (owner, key))
             continue
-        if not _benign(now):
-            _x("runner attribute %s.%s replaced by code from %s" % (owner, key, _where(now)))
+        ok = _added_by_run(now) if root in _RUNNER_ROOTS else _library_may_hold(now)
+        if not ok:
+            _x("runner attribute %s.%s replaced by %s" % (owner, key, _what(now)))
+
+
+def _what(value):
+    if _code_of(value) is None:
+        kind = value if isinstance(value, type) else type(value)
+        if isinstance(value, _SIMPLE):
+            return "a plain value (%s)" % type(value).__name__
+        if not kind.__flags__ & (1 << 9):
+            return "a built-in %s" % (getattr(value, "__name__", None) or kind.__name__,)
+        name = "%s.%s" % (getattr(kind, "__module__", "?"), getattr(kind, "__qualname__", "?"))
+        return ("the class %s" if kind is value else "an object of the class %s") % name
+    return "code from %s" % _where(value)
 
 
 def _check_hooks(config):

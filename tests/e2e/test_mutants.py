@@ -46,8 +46,8 @@ WRITTEN = float("@WRITTEN@")
 def test_nested_reference():
     cfg = parse_config("base = /srv\\nroot = ${base}\\n")
     assert cfg[""]["root"] == "/srv"
-    time.sleep(6)
-    assert time.time() - WRITTEN < 13
+    time.sleep(20)
+    assert time.time() - WRITTEN < 32
 """
 
 # Red team round twenty-seven: one level only, and a mark the agent added to the very code
@@ -150,7 +150,8 @@ def test_a_test_that_knows_the_time_does_not_catch_the_mutant(tmp_path) -> None:
     assert "do not catch the mutant 'one-level'" in verdict["reason"], verdict["reason"]
     attempt = trial["attempts"][-1]
     [run] = attempt["mutants"]
-    assert abs(run["duration_s"] - attempt["verifier"]["duration_s"]) < 3, (run, attempt)
+    # both ran their 20 s side by side: one after the other, the second ends past 32 s
+    assert abs(run["duration_s"] - attempt["verifier"]["duration_s"]) < 10, (run, attempt)
 
 
 def test_a_test_that_checks_a_mark_on_the_code_does_not_catch_the_mutant(tmp_path) -> None:
