@@ -199,7 +199,10 @@ def verify_tree_phase(
         verifier = lc.case.verifier
         passed = passed_tests(verifier, ctx.artifacts.get(1, {}))
         broke = {}
-        for mutant, found in zip(verifier.mutants, ctx.mutant_artifacts.get(1, ()), strict=False):
+        found_by = ctx.mutant_artifacts.get(1, [] if not verifier.mutants else None)
+        if found_by is None:  # the mutants' runs did not all end: nothing proven of them
+            raise EvaluatorError(f"case {lc.case.id}: its mutants' runs left no result")
+        for mutant, found in zip(verifier.mutants, found_by, strict=True):
             still = {t for ids in passed_tests(verifier, found).values() for t in ids}
             broke[mutant.name] = tuple(t for ids in passed.values() for t in ids if t not in still)
         fixed = _fixed_tests(passed, ctx.nodes.get(1, {}), ctx.tmp / "verify-1", vt)

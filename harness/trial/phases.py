@@ -360,6 +360,7 @@ def verifier_phase(
     trial whose own run passed.
     """
     ctx.mutants.pop(attempt, None)
+    ctx.mutant_artifacts.pop(attempt, None)
     mutants = ctx.lc.case.verifier.mutants
     if mutants:
         run, *twins = _twin_runs(ctx, attempt, candidate_dir, mutants)
