@@ -71,6 +71,27 @@ def test_find_all_returns_every_occurrence_of_a_repeated_test() -> None:
     assert len(report.find_all("t")) == 3
 
 
+def test_an_id_naming_a_parametrized_function_finds_all_its_instances() -> None:
+    # Red team round thirty: a correct test written parametrized failed a case whose
+    # ``fail_to_pass`` names the function ("not run").
+    data = b"""<testsuite>
+      <testcase classname="tests.test_c" name="test_nested[same]"/>
+      <testcase classname="tests.test_c" name="test_nested[cross]"><failure message="x"/></testcase>
+      <testcase classname="tests.test_c" name="test_nested_more"/>
+      <testcase classname="tests.test_d" name="test_nested[other]"/>
+      <testcase classname="tests.test_c" name="test_plain"/>
+    </testsuite>"""
+    report = parse_junit(data)
+    for test_id in ("tests.test_c::test_nested", "tests/test_c.py::test_nested"):
+        assert [c.name for c in report.find_all(test_id)] == [
+            "test_nested[same]",
+            "test_nested[cross]",
+        ]
+    assert report.find_all("tests.test_c::test_nest") == ()
+    assert [c.name for c in report.find_all("tests.test_c::test_plain")] == ["test_plain"]
+    assert report.find_all("tests.test_e::test_nested") == ()
+
+
 def test_bare_testsuite_and_nested_suites() -> None:
     data = b"""<testsuite name="outer">
       <testcase name="top"/>

@@ -86,16 +86,22 @@ class JUnitReport(_Frozen):
     cases: tuple[JUnitCase, ...]
     _by_id: dict[str, list[JUnitCase]] = PrivateAttr(default_factory=dict)
     _by_name: dict[str, list[JUnitCase]] = PrivateAttr(default_factory=dict)
+    _by_function: dict[str, list[JUnitCase]] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: object, /) -> None:
-        """Index the cases by id and by name for :meth:`find_all`."""
+        """Index the cases by id, by name and by parametrized function for :meth:`find_all`."""
         by_id: dict[str, list[JUnitCase]] = {}
         by_name: dict[str, list[JUnitCase]] = {}
+        by_function: dict[str, list[JUnitCase]] = {}
         for case in self.cases:
             by_id.setdefault(case.id, []).append(case)
             by_name.setdefault(case.name, []).append(case)
+            function, bracket, _ = case.name.partition("[")
+            if bracket and function and case.name.endswith("]"):
+                by_function.setdefault(f"{case.classname}::{function}", []).append(case)
         self._by_id = by_id
         self._by_name = by_name
+        self._by_function = by_function
 
     @property
     def executed(self) -> int:
@@ -108,14 +114,17 @@ class JUnitReport(_Frozen):
         Tried in order: exact ``classname::name``; bare ``name``; a pytest node id
         (``path/to/test_x.py::TestA::test_b`` → classname ``path.to.test_x.TestA``).
         A test reported more than once (reruns, teardown errors) yields several cases.
+        An id that names a function no case has as such names all of its parametrized
+        instances (``test_b[1]``, ``test_b[2]``), which must then all meet what is asked of
+        it: a test the case asks for may be written parametrized.
         """
         for found in (self._by_id.get(test_id), self._by_name.get(test_id)):
             if found:
                 return tuple(found)
         converted = _nodeid_to_id(test_id)
-        if converted is not None:
-            return tuple(self._by_id.get(converted, ()))
-        return ()
+        if converted is not None and self._by_id.get(converted):
+            return tuple(self._by_id[converted])
+        return tuple(self._by_function.get(converted or test_id, ()))
 
     def find(self, test_id: str) -> JUnitCase | None:
         """Return the first case matching ``test_id`` (see :meth:`find_all`), or ``None``."""

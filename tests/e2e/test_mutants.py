@@ -87,6 +87,20 @@ def test_nested_reference():
     assert "mutant" not in open("/proc/self/mountinfo").read()
 """
 
+# Red team round thirty: a right test, written parametrized. The case names the function;
+# every instance must pass on the judged tree and fail on the mutant.
+PARAMETRIZED = """\
+import pytest
+
+from fieldkit.config import parse_config
+
+
+@pytest.mark.parametrize("base", ["/srv", "/opt"])
+def test_nested_reference(base):
+    cfg = parse_config(f"base = {base}\\nroot = ${{base}}/app\\nlogs = ${{root}}/logs\\n")
+    assert cfg[""]["logs"] == base + "/app/logs"
+"""
+
 AGENT = """set -eu
 cd "$HARNESS_WORKSPACE"
 A=/opt/harness/agent/agents
@@ -140,6 +154,14 @@ def test_the_reference_test_catches_the_mutant(tmp_path) -> None:
     assert check["ok"] is True, check
     [run] = trial["attempts"][-1]["mutants"]
     assert run["exit_code"] == 1 and trial["attempts"][-1]["verifier"]["exit_code"] == 0
+
+
+def test_a_right_test_written_parametrized_passes(tmp_path) -> None:
+    trial = _trial(_project(tmp_path, reference=False, test=PARAMETRIZED), "local")
+    verdict = trial["verdict"]
+    assert verdict["outcome"] == "pass", verdict  # was: fail_to_pass ... (not run)
+    [check] = [c for c in verdict["checks"] if c["name"] == "mutant.one-level"]
+    assert check["ok"] is True, check
 
 
 def test_a_test_that_knows_the_time_does_not_catch_the_mutant(tmp_path) -> None:
