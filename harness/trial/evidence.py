@@ -797,6 +797,7 @@ def _install():
         loaded["known"] = dict(g["_KNOWN"])
         loaded["types"] = dict(g["_KNOWN_TYPES"])
         loaded["record"] = g["_record"].__code__
+        take_functions(loaded["state"])
 
     def same_codes(path, codes):
         kept = shadow.get(path)
@@ -889,7 +890,44 @@ def _install():
     proxy_type = type(type.__dict__)
     referents = gc.get_referents
 
+    # The code and defaults of every function of the runner's state, as they were when the
+    # plugin took it (before any candidate code ran): a function kept by identity but given
+    # other code (``functools.update_wrapper(runtest, noop, assigned=("__code__",))``, a
+    # standard-library frame doing the write) ran nothing of the test (red team round
+    # thirty-two). Only a function some attribute write touched since is read again.
+    fn_kept = {}  # id -> (function, code, defaults, kwdefaults, where)
+    noted_swaps = set()
+    touched_ids = [set()]  # objects an attribute was set on or deleted from, since the check
+
+    def take_functions(state):
+        for entry in state:
+            if type(entry) is not tuple or len(entry) != 4:
+                continue
+            fn = entry[3]
+            if type(fn) is function_type and id(fn) not in fn_kept:
+                fn_kept[id(fn)] = (
+                    fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__,
+                    "%s.%s" % (exact(entry[0]), exact(entry[2])) if type(entry[2]) is str else "?",
+                )
+
+    def swapped():
+        # the runner's functions touched since the last check whose code or defaults are
+        # not what they were (by identity, built-in reads only)
+        ids, touched_ids[0] = touched_ids[0], set()
+        found = []
+        for i in ids:
+            kept = fn_kept.get(i)
+            if kept is None:
+                continue
+            fn, code, dflt, kw, where = kept
+            if fn.__code__ is not code or fn.__defaults__ is not dflt or (
+                fn.__kwdefaults__ is not kw
+            ):
+                found.append("runner function %s was given other code or defaults" % (where,))
+        return found
+
     def take_watch(state):
+        take_functions(state)
         if tag_view is None or type(state) is not tuple:
             return
         groups = {}
@@ -1058,6 +1096,11 @@ def _install():
                 out({"k": "x", "pid": pid(), "what": why})
             elif views and args and type(args[0]) is list:
                 written(args[0])
+            for what in swapped():
+                if what not in noted_swaps:
+                    noted_swaps.add(what)
+                    state[1] += 1
+                    out({"k": "x", "pid": pid(), "what": what})
             return
         if event == "harness.guard.early":
             if early and f.f_code is early[0]:
@@ -1111,6 +1154,11 @@ def _install():
                     why = seal_plugin(session_frame[0])
                 elif why is None and kind == "end" and sealed:
                     why = breach()
+                    for what in swapped():
+                        if what not in noted_swaps:
+                            noted_swaps.add(what)
+                            state[1] += 1
+                            out({"k": "x", "pid": pid(), "what": what})
                 elif why is None and kind == "x":
                     noted.add(rec.get("what"))
                 if why is None:
@@ -1235,6 +1283,8 @@ def _install():
             if was:
                 gc_disable()
             try:
+                if (event == "object.__setattr__" or event == "object.__delattr__") and args:
+                    touched_ids[0].add(id(args[0]))
                 judge_event(event, args)
             finally:
                 if was:
@@ -1779,9 +1829,11 @@ def _own_binding(value):
     ``value`` (deny by default): only code of a file the run cannot change, or a class made
     of such code. A builtin (``tuple`` for a helper), an object of a built-in type (a
     namespace for a module alias) or data (a shorter list for a parameter table) rebound
-    there turns a strong test weak (red team round twenty)."""
+    there turns a strong test weak (red team round twenty). A closure or a default of any
+    kind is the test's own doing when its code is its file's (a fixture's fake closing
+    over ``tmp_path``: red team round thirty-two found such honest tests called tampering)."""
     if _code_of(value) is not None:
-        return _verified(value)
+        return _verified(value, wrapper=True)
     if isinstance(value, type) and value.__flags__ & (1 << 9):  # a class Python code made
         return _benign(value)
     return False
@@ -1803,7 +1855,8 @@ def _verified(value, wrapper=False):
 
     Deny by default: its code must be the runner's own as loaded before any other code ran,
     or equal to the code its file compiles to, where that file is one this run cannot
-    change, in the module the file defines, with no closure and only constant defaults.
+    change, in the module the file defines, with no closure and only constant defaults
+    (``wrapper``: any closure and defaults, a wrapper's or a test's own fake's).
     Code compiled under a borrowed file name, or rebuilt around other globals, fails.
     """
     fn = getattr(value, "__func__", value)
@@ -1953,8 +2006,8 @@ def _library_may_hold(value):
     a test's patch (its own code, a mock), never a plain value, another builtin or the
     library's own code under another name (``all = any`` turns a check off)."""
     code = _code_of(value)
-    if code is not None:
-        return id(code) not in _KNOWN and _verified(value)
+    if code is not None:  # a test's fake may close over its locals (see _own_binding)
+        return id(code) not in _KNOWN and _verified(value, wrapper=True)
     if isinstance(value, _SIMPLE):
         return False
     kind = value if isinstance(value, type) else type(value)
