@@ -1377,6 +1377,17 @@ RUNNER_WEAKENED = {
         "def test_all():\n    assert all([True, False])\n",
         "builtins.all replaced by a built-in any",
     ),
+    # Red team round thirty-three: the same, wrapped in a partial.
+    "partial-builtin": (
+        "import builtins, functools\nbuiltins.all = functools.partial(builtins.any)\n",
+        "def test_all():\n    assert all([True, False])\n",
+        "builtins.all replaced by an object of the class functools.partial",
+    ),
+    "partial-over-re": (
+        "import functools, re\nre.search = functools.partial(max)\n",
+        "import re\n\n\ndef test_search():\n    assert re.search('a', 'b')\n",
+        "re.search replaced by an object of the class functools.partial",
+    ),
 }
 
 
@@ -1413,8 +1424,26 @@ MOCKED_BUILTIN = (
 )
 
 
+# ... and what a project's own conftest or tests set to shape failure messages, or a
+# partial of the very builtin it replaces (red team round thirty-three: called tampering).
+DISPLAY_SETTINGS = (
+    "import builtins, functools, unittest\n\nimport _pytest.assertion.truncate as _t\n\n"
+    "_t.DEFAULT_MAX_LINES = 9999\n_t.DEFAULT_MAX_CHARS = 99999\n"
+    "unittest.TestCase.maxDiff = None\n\n\n"
+    "def test_partial_open(monkeypatch, tmp_path):\n"
+    "    (tmp_path / 'f').write_text('x')\n"
+    "    utf8 = functools.partial(builtins.open, encoding='utf-8')\n"
+    "    monkeypatch.setattr(builtins, 'open', utf8)\n"
+    "    with open(tmp_path / 'f') as fh:\n        assert fh.read() == 'x'\n"
+)
+
+
 def test_a_locked_files_own_code_and_a_tests_mock_may_stand_over_the_runners(tmp_path):
-    locked = {"tests/conftest.py": ADDED_BY_LOCKED, "tests/test_mock.py": MOCKED_BUILTIN}
+    locked = {
+        "tests/conftest.py": ADDED_BY_LOCKED,
+        "tests/test_mock.py": MOCKED_BUILTIN,
+        "tests/test_display.py": DISPLAY_SETTINGS,
+    }
     done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
     assert done.returncode == 0 and guarded, done.stdout
     assert problems == [], problems

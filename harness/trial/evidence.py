@@ -1463,6 +1463,25 @@ _HOT = ("_pytest.runner", "_pytest.reports", "_pytest.python", "_pytest.unittest
 # classes or internals (about 500 bindings, checked at most once a second like the rest).
 _HOT_MODULES = frozenset(("re", "_sre"))
 # State pytest itself rebinds during a run (the debugger's and the assertion rewriter's).
+# What only shapes a failure's message, which a project's own conftest or tests set to plain
+# values (``maxDiff = None``, longer assertion diffs): any plain value may stand there (red
+# team round thirty-three: both were called tampering, so such a case could not validate).
+_PARTIAL = __import__("functools").partial
+_DISPLAY = frozenset(
+    (
+        "unittest.case.TestCase.maxDiff",
+        "unittest.case.TestCase.longMessage",
+        "unittest.util._MAX_LENGTH",
+        "unittest.util._PLACEHOLDER_LEN",
+        "unittest.util._MIN_BEGIN_LEN",
+        "unittest.util._MIN_END_LEN",
+        "unittest.util._MIN_COMMON_LEN",
+        "unittest.util._MIN_DIFF_LEN",
+        "_pytest.assertion.truncate.DEFAULT_MAX_LINES",
+        "_pytest.assertion.truncate.DEFAULT_MAX_CHARS",
+        "_pytest._io.saferepr.DEFAULT_REPR_MAX_SIZE",
+    )
+)
 _REBOUND = frozenset(
     (
         "_pytest.config.Config._getini_unknown_type",
@@ -2001,10 +2020,19 @@ def _added_by_run(value):
     return _added_file(getattr(mod, "__file__", None)) and _benign(value)
 
 
-def _library_may_hold(value):
-    """Tell whether ``value``, set over a builtin or an attribute of ``re``, may stand there:
-    a test's patch (its own code, a mock), never a plain value, another builtin or the
-    library's own code under another name (``all = any`` turns a check off)."""
+def _library_may_hold(value, was, depth=0):
+    """Tell whether ``value``, set over a builtin or an attribute of ``re`` that held
+    ``was``, may stand there: a test's patch (its own code, a mock), never a plain value,
+    another builtin or the library's own code under another name (``all = any`` turns a
+    check off), nor a wrapper of one (``partial(any)``: red team round thirty-three); a
+    wrapper of the very object it replaces (``partial(open, encoding=...)``) may."""
+    if value is was:
+        return depth > 0
+    if depth > 3:
+        return False
+    inner = _inner(value)
+    if inner is not None:
+        return _library_may_hold(inner, was, depth + 1)
     code = _code_of(value)
     if code is not None:  # a test's fake may close over its locals (see _own_binding)
         return id(code) not in _KNOWN and _verified(value, wrapper=True)
@@ -2014,6 +2042,14 @@ def _library_may_hold(value):
     if not kind.__flags__ & (1 << 9):
         return False  # a builtin function, class or object of a built-in type
     return _benign(value)
+
+
+def _inner(value):
+    """What a ``functools.partial`` calls (a mock, which makes up any attribute asked of
+    it, is not asked)."""
+    if isinstance(value, _PARTIAL):
+        return _PARTIAL.__dict__["func"].__get__(value)
+    return None
 
 
 def _check_state(entries=None):
@@ -2027,7 +2063,12 @@ def _check_state(entries=None):
         if now is _MISSING:
             _x("runner attribute deleted: %s.%s" % (owner, key))
             continue
-        ok = _added_by_run(now) if root in _RUNNER_ROOTS else _library_may_hold(now)
+        if root in _RUNNER_ROOTS:
+            ok = _added_by_run(now) or (
+                owner + "." + key in _DISPLAY and isinstance(now, _SIMPLE)
+            )
+        else:
+            ok = _library_may_hold(now, value)
         if not ok:
             _x("runner attribute %s.%s replaced by %s" % (owner, key, _what(now)))
 
