@@ -429,7 +429,6 @@ def _install():
     _thread = __import__("_thread")
     get_ident, new_lock = _thread.get_ident, _thread.RLock
     locks, inside = [new_lock()], [0]  # the hook's turn, and the thread that has it
-    touched = [True]  # an object's attribute set or deleted since the plugin's were read
     del _thread
 
     def fork_child():
@@ -857,8 +856,7 @@ def _install():
             return "pytest's hook relay is of a class the guard cannot read"
         sealed["names"] = tuple(g.items())
         sealed["fns"] = functions(g)
-        sealed["fn_objs"] = tuple(f[0] for f in sealed["fns"])
-        sealed["fn_state"] = tuple(flat(f[1:] for f in sealed["fns"]))
+        sealed["fn_ids"] = frozenset(id(f[0]) for f in sealed["fns"])
         sealed["pm"], sealed["hook"], sealed["session"] = pm, pm.hook, sess
         sealed["kind"] = type(sess)
         callers = [getattr(pm.hook, h, None) for h in hooks]
@@ -884,8 +882,7 @@ def _install():
     tags = []  # each dict's tag when it was last found as taken (None: not yet)
     always = []  # entries of no plain dict (a candidate's module): checked every time
     _op, _it = __import__("operator"), __import__("itertools")
-    third, is_, repeat, flat = _op.itemgetter(3), _op.is_, _it.repeat, _it.chain.from_iterable
-    fn_state = _op.attrgetter("__code__", "__defaults__", "__kwdefaults__")
+    third, is_, repeat = _op.itemgetter(3), _op.is_, _it.repeat
     del _op, _it
     proxy_type = type(type.__dict__)
     referents = gc.get_referents
@@ -1016,14 +1013,8 @@ def _install():
             if tag is not None:
                 tag[1] = now
         # each function's code and defaults, each the very object sealed: read again only
-        # once an attribute of some object was set or deleted since (an audit event this
-        # hook sees from every thread, its own work too), then in C, and one by one only
-        # when one differs
-        now = ()
-        if touched[0]:
-            touched[0] = False  # before the read: a write from here on is seen next time
-            now = tuple(flat(map(fn_state, sealed["fn_objs"])))
-        if now and not all(map(is_, now, sealed["fn_state"])):
+        # when an attribute write touched one of them since the last check (see swapped)
+        if not touched_ids[0].isdisjoint(sealed["fn_ids"]):
             for fn, code, dflt, kw in sealed["fns"]:
                 if fn.__code__ is not code or fn.__defaults__ is not dflt or (
                     fn.__kwdefaults__ is not kw
@@ -1258,8 +1249,6 @@ def _install():
         return kept
 
     def hook(event, args):
-        if event == "object.__setattr__" or event == "object.__delattr__":
-            touched[0] = True  # the only ways to set a function's code or defaults
         tid = get_ident()
         if inside[0] == tid:
             return  # raised by this hook's own work, in this thread
