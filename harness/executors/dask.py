@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
@@ -83,7 +84,11 @@ class DaskExecutor:
                     # any other cluster on the machine.
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": False},
-                    silence_logs=40,
+                    # Workers' own logs stay off the user's terminal, errors too: a
+                    # worker that loses the scheduler while the cluster closes logs a
+                    # traceback (a race inside distributed); what a trial came to returns
+                    # through its future.
+                    silence_logs=logging.CRITICAL,
                     # Each worker imports the trial code while the cluster starts.
                     preload=[_PRELOAD],
                 )
