@@ -1388,6 +1388,15 @@ RUNNER_WEAKENED = {
         "import re\n\n\ndef test_search():\n    assert re.search('a', 'b')\n",
         "re.search replaced by an object of the class functools.partial",
     ),
+    # The guard's own functions serve no run: one that returns its argument over the
+    # runner's ``runtest`` ran no test (found while profiling the guard).
+    "guard-plugin-code": (
+        "import sys\nimport _pytest.python as _p\n"
+        "_g = [m for n, m in sys.modules.items() if n.startswith('harness_canary')][0]\n"
+        "_p.Function.runtest = _g._test_fn\n",
+        "from lib import X\n\n\ndef test_x():\n    assert X == 2\n",
+        "_pytest.python.Function.runtest replaced by code from",
+    ),
 }
 
 

@@ -1613,11 +1613,18 @@ def _compiled(path, rewrite):
     return _COMPILED[key]
 
 
+_GUARD_HOME = os.path.realpath(os.path.dirname(os.path.abspath(__file__))).rstrip("/") + "/"
+
+
 def _fixed_file(path):
-    """Tell whether ``path`` is a file this run cannot have written or changed."""
+    """Tell whether ``path`` is a file this run cannot have written or changed, other than the
+    guard's own (its functions, set over a runner's or a test's name, would serve the run:
+    ``Function.runtest = <a guard function that returns its argument>`` ran no test)."""
     if not isinstance(path, str) or not path.startswith("/"):
         return False
     real = os.path.realpath(path)
+    if real.startswith(_GUARD_HOME):
+        return False
     if real == _WS or real.startswith(_WS.rstrip("/") + "/"):
         return real in _LOCKED
     return all(_unchangeable(p) for p in (real, os.path.dirname(real)))
@@ -2302,6 +2309,16 @@ def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 1 and session.testsfailed == 1:
         session.exitstatus = 0
 
+
+# The plugin's own code, every function and method defined above, is the runner's: trusted
+# where it runs (its hooks need no compiling to be proven), never over another name (a
+# runner's attribute or a builtin; see _added_by_run, _library_may_hold).
+for _value in list(globals().values()):
+    _kinds = vars(_value).values() if isinstance(_value, type) else ()
+    for _v in (_value, *_kinds):
+        _c = _code_of(_v)
+        if _c is not None and _c.co_filename == __file__:
+            _KNOWN[id(_c)] = _c
 
 _AUDIT("harness.guard.loaded")  # the guard's hook keeps this namespace as it is now
 '''
