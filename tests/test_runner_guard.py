@@ -37,6 +37,7 @@ def _run(
     unlisted: dict[str, str] | None = None,
     late: bool = False,
     tags: bool = True,
+    slow_reader: bool = False,
 ):
     ws, guard, box = tmp_path / "ws", tmp_path / "guard", tmp_path / "box"
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -75,6 +76,28 @@ def _run(
         proc.wait(timeout=120)
         out, err = proc.communicate()
         done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    elif slow_reader:  # the pipes fill: every write waits for room, beside the others
+        proc = subprocess.Popen([*argv, "tests"], cwd=ws, env=env, stdout=PIPE, stderr=PIPE)
+        got: dict[int, list[bytes]] = {1: [], 2: []}
+
+        def drain(pipe, into):
+            while chunk := pipe.read1(1024):
+                into.append(chunk)
+                time.sleep(0.0005)
+
+        readers = [
+            threading.Thread(target=drain, args=(proc.stdout, got[1])),
+            threading.Thread(target=drain, args=(proc.stderr, got[2])),
+        ]
+        for t in readers:
+            t.start()
+        proc.wait(timeout=300)
+        for t in readers:
+            t.join(timeout=60)
+        proc.stdout.close()
+        proc.stderr.close()
+        out, err = b"".join(got[1]), b"".join(got[2])
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     else:
         done = subprocess.run([*argv, "tests"], cwd=ws, env=env, capture_output=True, check=False)
     junit = (ws / "reports" / "junit.xml").read_bytes() if (ws / "reports").exists() else None
@@ -98,6 +121,30 @@ def test_an_honest_run_keeps_its_exit_status_and_loses_the_canary(tmp_path, x):
     assert stripped is not None
     report = parse_junit(stripped)
     assert report.tests == 2 and report.failures == (0 if x == 2 else 1)
+
+
+# Records wait for the next few before they are written (a write woke the harness's reader
+# each time): each write stays one a pipe keeps whole, whatever else writes to it at once.
+NOISY_TESTS = (
+    "import os\nimport threading\n\nimport pytest\n\n"
+    "def _noise():\n"
+    "    line = b'n' * 2000 + b'\\n'\n"
+    "    while True:\n"
+    "        os.write(2, line)\n\n\n"
+    "threading.Thread(target=_noise, daemon=True).start()\n\n\n"
+    "@pytest.mark.parametrize('i', range(1000))\n"
+    "def test_many(i):\n    assert i >= 0\n"
+)
+
+
+def test_records_stay_whole_while_the_tests_flood_the_same_stderr(tmp_path):
+    done, junit, guarded, problems = _run(
+        tmp_path, "X = 2\n", locked={"tests/test_noisy.py": NOISY_TESTS}, slow_reader=True
+    )
+    assert done.returncode == 0 and guarded, done.stdout[-2000:]
+    assert problems == [], problems
+    report = parse_junit(check_canary(junit, "n0nce", guarded=guarded)[0])
+    assert report.tests == 1002 and report.failures == 0
 
 
 SKIPPED_TESTS = (

@@ -430,10 +430,16 @@ def _install():
     get_ident, new_lock = _thread.get_ident, _thread.RLock
     locks, inside = [new_lock()], [0]  # the hook's turn, and the thread that has it
     del _thread
+    # Records signed but not yet written (see out): held here alone, in order.
+    pending, held = [], [0, 0.0]  # lines; their bytes, when the first was held
 
     def fork_child():
-        # a child forked while another thread had the hook's turn: that thread is not here
+        # a child forked while another thread had the hook's turn: that thread is not here;
+        # the parent's held records are the parent's to write (a copy here would write
+        # them twice)
         locks[0], inside[0] = new_lock(), 0
+        del pending[:]
+        held[0] = 0
 
     _os.register_at_fork(after_in_child=fork_child)
     join = "".join
@@ -650,10 +656,29 @@ def _install():
     prefix = _sys.pycache_prefix
     getframe = _sys._getframe
     write = _os.write
+    join_bytes = b"".join
+    pipe_buf = getattr(__import__("select"), "PIPE_BUF", 512)
+    monotonic = __import__("time").monotonic
     pid = _os.getpid
     state = [False, 0, 0]  # in a record; tampering records written; records written
 
-    def out(rec):
+    def flush():
+        if pending:
+            lines = join_bytes(pending)
+            del pending[:]
+            held[0] = 0
+            try:
+                write(fd, lines)
+            except OSError:
+                pass
+
+    def out(rec, hold=False):
+        # ``hold``: a test's outcome, which may wait for the next few (one write of at most
+        # PIPE_BUF bytes, atomic on a pipe, so no other writer's output splits a record;
+        # a write a record woke the harness's reader for cost more than the rest of a
+        # record). Anything else is written at once, after what is held. Held records
+        # that never reach the stream (the process killed) leave the run without its end
+        # record, which the harness judges as a run cut short.
         if not span:
             return  # no key (a pytest a test started): nothing to write records under
         # Each record carries its place in this process's sequence, under the MAC: code
@@ -671,10 +696,15 @@ def _install():
         finally:
             for i in span:
                 sec[i] ^= key[i]
-        try:
-            write(fd, head + body + b" " + sig + b"\n")
-        except OSError:
-            pass
+        line = head + body + b" " + sig + b"\n"
+        if held[0] + len(line) > pipe_buf:
+            flush()
+        if not pending:
+            held[1] = monotonic()
+        pending.append(line)
+        held[0] += len(line)
+        if not hold or monotonic() - held[1] > 0.5:
+            flush()
 
     if unsealed:  # fail closed: a run whose frames a signal handler could reach
         out({"k": "x", "pid": pid(), "what": unsealed})
@@ -688,7 +718,6 @@ def _install():
     reports = set()
     session_frame = [None]
     noted = set()  # what the plugin wrote as tampering (``_REPORTED`` holds no more)
-    monotonic = __import__("time").monotonic
 
     known = {}
 
@@ -1153,7 +1182,7 @@ def _install():
                 elif why is None and kind == "x":
                     noted.add(rec.get("what"))
                 if why is None:
-                    out(rec)
+                    out(rec, hold=kind == "t")
                     return
                 state[1] += 1
                 out({"k": "x", "pid": pid(), "what": why})
