@@ -1435,6 +1435,14 @@ RUNNER_WEAKENED = {
         "import re\n\n\ndef test_search():\n    assert re.search('a', 'b')\n",
         "re.search replaced by an object of the class functools.partial",
     ),
+    # Red team round thirty-six: a pattern compiled from another put in re's cache under
+    # the key a test matches with (``match=`` took any message).
+    "match-re-cache": (
+        "import re\nre._cache[(str, 'right', 0)] = re.compile('')\n",
+        "import pytest\nimport lib\n\n\ndef test_message():\n"
+        "    with pytest.raises(ValueError, match='right'):\n        raise ValueError('wrong')\n",
+        "re's pattern cache held a pattern not compiled from its key",
+    ),
     # The guard's own functions serve no run: one that returns its argument over the
     # runner's ``runtest`` ran no test (found while profiling the guard).
     "guard-plugin-code": (
@@ -1494,15 +1502,56 @@ DISPLAY_SETTINGS = (
 )
 
 
+# ... and honest use of re's cache: patterns whose own text sets flags, bytes, the cache
+# purged, a pattern used twice (a cache hit).
+HONEST_REGEX = (
+    "import re\n\nimport pytest\n\n\ndef test_regex():\n"
+    "    for _ in range(2):\n"
+    "        assert re.search('(?i)RIGHT', 'right') and re.match(b'(?s)a.b', b'a\\nb')\n"
+    "        assert re.fullmatch('(?:a)(?P<n>b)', 'ab') and re.search('x', 'X', re.I)\n"
+    "        with pytest.raises(ValueError, match='(?i)RIGHT'):\n"
+    "            raise ValueError('right')\n"
+    "        re.purge()\n"
+)
+
+
+# ... and a test's own list, dict or in-memory file taking what is printed or answering
+# what is asked (red team round thirty-six: called tampering, the case could not validate).
+HONEST_SINKS = (
+    "import builtins\nimport io\n\n\ndef test_sinks(monkeypatch):\n"
+    "    lines, sink = [], io.StringIO()\n"
+    "    monkeypatch.setattr(builtins, 'print', lines.append)\n"
+    "    print('a')\n"
+    "    monkeypatch.setattr(builtins, 'print', sink.write)\n"
+    "    print('b')\n"
+    "    monkeypatch.setattr(builtins, 'input', {'name? ': 'x'}.get)\n"
+    "    assert input('name? ') == 'x' and lines == ['a'] and sink.getvalue() == 'b'\n"
+)
+
+
 def test_a_locked_files_own_code_and_a_tests_mock_may_stand_over_the_runners(tmp_path):
     locked = {
+        "tests/test_sinks.py": HONEST_SINKS,
         "tests/conftest.py": ADDED_BY_LOCKED,
         "tests/test_mock.py": MOCKED_BUILTIN,
         "tests/test_display.py": DISPLAY_SETTINGS,
+        "tests/test_regex.py": HONEST_REGEX,
     }
     done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
     assert done.returncode == 0 and guarded, done.stdout
     assert problems == [], problems
+
+
+def test_a_containers_method_over_a_builtin_a_check_reads_is_tampering(tmp_path):
+    # Only print and input may take a test's list, dict or file methods: a list's
+    # ``append`` over ``any`` (it answers None) makes ``assert not any(errors)`` hold.
+    lib = "X = 2\n\n\ndef weaken():\n    import builtins\n\n    builtins.any = [].append\n"
+    test = "import lib\n\n\ndef test_none():\n    lib.weaken()\n    assert not any([1])\n"
+    done, _, _, problems = _run(tmp_path, lib, locked={"tests/test_type.py": test})
+    assert any("builtins.any replaced by a built-in append" in p for p in problems), (
+        problems,
+        done.stdout[-2000:],
+    )
 
 
 # Red team round thirty-two: the runner's function kept, its code swapped by a standard

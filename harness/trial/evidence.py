@@ -1587,6 +1587,99 @@ import unittest.case as _uc
 
 _uc._ShouldStop = ()
 
+# ``re`` keeps the patterns it compiled in dicts keyed by (type, pattern, flags): one
+# compiled from another pattern, put under a key a test matches with, made ``pytest.raises``'
+# ``match=`` pass on any message (red team round thirty-six: ``re._cache[(str, "date", 0)] =
+# re.compile("")``). A cached pattern is taken only if it is what its key compiles to: its
+# own pattern and flags (a pattern whose flags its own text may set is compiled again to
+# compare); ``re`` never caches under a compiled pattern.
+import re as _re
+
+_PATTERN = _re.Pattern
+_RE_COMPILE = _re._compiler.compile
+_RE_ASCII, _RE_UNICODE = int(_re.ASCII), int(_re.UNICODE)
+
+
+def _re_cached(key, p):
+    """Tell whether ``p`` is what ``re`` compiles ``key`` (type, pattern, flags) to."""
+    if type(key) is not tuple or len(key) != 3 or type(p) is not _PATTERN:
+        return False
+    kind, pattern, flags = key
+    if (kind is not str and kind is not bytes) or type(pattern) is not kind:
+        return False
+    if type(flags) is not int or type(p.pattern) is not kind or p.pattern != pattern:
+        return False
+    want = flags | _RE_UNICODE if kind is str and not flags & _RE_ASCII else flags
+    if p.flags == want:
+        return True
+    if (b"(?" if kind is bytes else "(?") not in pattern:
+        return False
+    try:  # flags its text may set: what it compiles to, uncached
+        return p.flags == _RE_COMPILE(pattern, flags).flags
+    except Exception:
+        return False
+
+
+class _ReCache(dict):
+    """``re``'s pattern cache, which hands out only what each key compiles to."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        p = dict.__getitem__(self, key)
+        if _re_cached(key, p):
+            return p
+        _re_poisoned(self, key)
+        raise KeyError(key)
+
+    def get(self, key, default=None):
+        p = dict.get(self, key, _ReCache)
+        if p is _ReCache:
+            return default
+        if _re_cached(key, p):
+            return p
+        _re_poisoned(self, key)
+        return default
+
+    def pop(self, key, *default):
+        p = dict.pop(self, key, _ReCache)
+        if p is _ReCache:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        if _re_cached(key, p):
+            return p
+        _re_poisoned(self, key, gone=True)
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+
+def _re_poisoned(cache, key, gone=False):
+    if not gone:
+        dict.pop(cache, key, None)
+    kind = key[0] if type(key) is tuple and key else None
+    if kind is str or kind is bytes:  # a str subclass's pattern is only compiled again
+        _x("re's pattern cache held a pattern not compiled from its key")
+
+
+_RE_CACHES = tuple(
+    name for name in ("_cache", "_cache2") if type(_re.__dict__.get(name)) is dict
+)
+for _name in _RE_CACHES:
+    setattr(_re, _name, _ReCache(_re.__dict__[_name]))
+_RE_METHODS = tuple((k, v) for k, v in vars(_ReCache).items() if callable(v))
+
+
+def _check_re_caches():
+    for name in _RE_CACHES:
+        if type(_re.__dict__.get(name)) is not _ReCache:
+            _x("re.%s, its pattern cache, was replaced or given another class" % (name,))
+    for k, v in _RE_METHODS:
+        if _ReCache.__dict__.get(k) is not v:
+            _x("the guard's check of re's pattern cache was changed")
+
+
 _SEEN = set()
 _STATE = []
 _snapshot(_SEEN, _STATE)
@@ -2069,6 +2162,29 @@ def _library_may_hold(value, was, depth=0):
     return _benign(value)
 
 
+# What a test puts over the builtins that only print and ask (red team round thirty-six:
+# ``monkeypatch.setattr(builtins, "print", lines.append)``, ``input`` answered by a dict's
+# ``get``, called tampering): a method of an object (a list, a dict, an in-memory file), by
+# its name. Over no builtin whose answer a check reads: ``isinstance = {}.get`` answers
+# every class.
+_TEST_SINKS = {
+    ("builtins", "print"): frozenset(
+        ("append", "extend", "add", "appendleft", "write", "writelines", "put", "put_nowait")
+    ),
+    ("builtins", "input"): frozenset(("get", "__getitem__", "pop", "popleft")),
+}
+
+
+def _test_sink(owner, key, value):
+    names = _TEST_SINKS.get((owner, key))
+    if names is None or type(value) is not types.BuiltinMethodType:
+        return False
+    bound = value.__self__
+    if bound is None or isinstance(bound, (types.ModuleType, type)):
+        return False  # a builtin function (``print = input``), a class's (``dict.fromkeys``)
+    return value.__name__ in names
+
+
 def _inner(value):
     """What a ``functools.partial`` calls (a mock, which makes up any attribute asked of
     it, is not asked)."""
@@ -2093,7 +2209,7 @@ def _check_state(entries=None):
                 owner + "." + key in _DISPLAY and isinstance(now, _SIMPLE)
             )
         else:
-            ok = _library_may_hold(now, value)
+            ok = _library_may_hold(now, value) or _test_sink(owner, key, now)
         if not ok:
             _x("runner attribute %s.%s replaced by %s" % (owner, key, _what(now)))
 
@@ -2300,6 +2416,7 @@ def pytest_runtest_makereport(item, call):
         _AUDIT("harness.guard.check", written)
         _check_state(written[:-1] if written and written[-1] is None else _HOT_STATE)
         _check_globals(item)
+        _check_re_caches()
         _check_item(item)
 
 
