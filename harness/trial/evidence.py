@@ -1903,6 +1903,7 @@ def _inherited(item, fn):
 
 
 _GLOBALS = {}
+_IS = __import__("operator").is_
 _BUILTIN_NAMES = frozenset(vars(sys.modules["builtins"]))
 
 
@@ -1923,7 +1924,7 @@ def _snap_globals(items):
         if mod is None or id(mod) in _GLOBALS:
             continue
         d = getattr(mod, "__dict__", {})
-        _GLOBALS[id(mod)] = (mod, dict(d))
+        _GLOBALS[id(mod)] = (mod, dict(d), tuple(d), tuple(d.values()))
         own = _module_names(mod)
         for key, value in list(d.items()):
             if own and key not in own and not key.startswith("__") and not (
@@ -1941,10 +1942,21 @@ def _check_globals(item):
     """A test module's names rebound, or builtins shadowed, by code not its file's own."""
     mod = getattr(item, "module", None)
     kept = _GLOBALS.get(id(mod))
-    if kept is None:
+    if kept is None or kept[0] is not mod:
         return
-    before = kept[1]
-    for key, value in list(mod.__dict__.items()):
+    _, before, keys, values = kept
+    now = mod.__dict__
+    try:
+        if (
+            type(now) is dict
+            and len(now) == len(keys)
+            and all(map(_IS, now, keys))
+            and all(map(_IS, now.values(), values))
+        ):
+            return  # every name holds the very object it held after collection (a C loop)
+    except RuntimeError:  # written while read (a thread): read one by one below
+        pass
+    for key, value in list(now.items()):
         old = before.get(key, _MISSING)
         if old is value or key.startswith("__"):
             continue
@@ -2374,7 +2386,7 @@ def _freeze():
     _STATE, _HOT_STATE, _SEEN = tuple(_STATE), tuple(_HOT_STATE), frozenset(_SEEN)
     _KNOWN, _KNOWN_TYPES = _Frozen(_KNOWN), _Frozen(_KNOWN_TYPES)
     _ITEMS = _Frozen(_ITEMS)
-    _GLOBALS = _Frozen({k: (m, _Frozen(d)) for k, (m, d) in _GLOBALS.items()})
+    _GLOBALS = _Frozen({k: (m, _Frozen(d), *rest) for k, (m, d, *rest) in _GLOBALS.items()})
     for path, codes in list(_MODCODES.items()):
         _MODCODES[path] = _Frozen(codes)
 
