@@ -1529,8 +1529,41 @@ HONEST_SINKS = (
 )
 
 
+# ... and what honest tests do with what the runner made for them: parameters (direct and
+# indirect) changed in place, their own equality functions, doctest options.
+HONEST_RUN_OBJECTS = {
+    "tests/test_params.py": (
+        "import pytest\n\n\n@pytest.fixture\ndef doubled(request):\n"
+        "    return request.param * 2\n\n\n"
+        "@pytest.mark.parametrize('seen', [[], [1]], ids=['empty', 'one'])\n"
+        "@pytest.mark.parametrize('doubled', [1, 2], indirect=True)\n"
+        "def test_params(seen, doubled):\n"
+        "    seen.append(doubled)\n    assert doubled in (2, 4) and seen[-1] == doubled\n"
+    ),
+    "tests/test_ut_own.py": (
+        "import unittest\n\n\nclass Point(tuple):\n    pass\n\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def setUp(self):\n"
+        "        self.addTypeEqualityFunc(Point, self.assertPointEqual)\n"
+        "        self.addTypeEqualityFunc(complex, 'assertComplexEqual')\n\n"
+        "    def assertPointEqual(self, a, b, msg=None):\n"
+        "        self.assertTupleEqual(tuple(a), tuple(b), msg)\n\n"
+        "    def assertComplexEqual(self, a, b, msg=None):\n"
+        "        self.assertAlmostEqual(a, b, msg=msg)\n\n"
+        "    def test_points(self):\n"
+        "        self.assertEqual(Point((1, 2)), Point((1, 2)))\n"
+        "        self.assertEqual(1j, 1j)\n"
+        "        self.assertEqual({1: 1}, {1: 1})\n"
+    ),
+    "tests/test_doc.txt": (
+        ">>> list(range(20))  # doctest: +ELLIPSIS\n[0, 1, ..., 19]\n>>> x = 1\n>>> x\n1\n"
+    ),
+}
+
+
 def test_a_locked_files_own_code_and_a_tests_mock_may_stand_over_the_runners(tmp_path):
     locked = {
+        **HONEST_RUN_OBJECTS,
         "tests/test_sinks.py": HONEST_SINKS,
         "tests/conftest.py": ADDED_BY_LOCKED,
         "tests/test_mock.py": MOCKED_BUILTIN,
@@ -1552,6 +1585,82 @@ def test_a_containers_method_over_a_builtin_a_check_reads_is_tampering(tmp_path)
         problems,
         done.stdout[-2000:],
     )
+
+
+# Red team round thirty-seven: what the runner made for each test, reached through its own
+# import hook (``sys.meta_path``) and changed in place by the code under test.
+_REACH = (
+    "import sys\n\n\ndef _items():\n"
+    "    for f in sys.meta_path:\n"
+    "        cfg = getattr(f, 'config', None)\n"
+    "        if cfg is not None:\n"
+    "            return cfg.pluginmanager.get_plugin('session').items\n"
+    "    return []\n\n\n"
+)
+RUN_OBJECTS_CHANGED = {
+    "callspec-params": (
+        _REACH + "def to_bool(text):\n"
+        "    for it in _items():\n"
+        "        cs = getattr(it, 'callspec', None)\n"
+        "        if cs is not None and 'text' in cs.params:\n"
+        "            cs.params['text'] = 'on'\n"
+        "    return text == 'on'\n",
+        {
+            "tests/test_param.py": "import pytest\nfrom lib import to_bool\n\n\n"
+            "def test_first():\n    assert to_bool('on')\n\n\n"
+            "@pytest.mark.parametrize('text', ['ON', 'On'])\n"
+            "def test_param(text):\n    assert to_bool(text)\n"
+        },
+        "its parameters were changed after collection",
+    ),
+    "unittest-equality-table": (
+        _REACH + "def value():\n"
+        "    for it in _items():\n"
+        "        tc = getattr(it, '_testcase', None)\n"
+        "        if tc is not None:\n"
+        "            tc._type_equality_funcs[bool] = 'assertNotEqual'\n"
+        "    return False\n",
+        {
+            "tests/test_ut.py": "import unittest\n\nimport lib\n\n\n"
+            "class T(unittest.TestCase):\n"
+            "    def test_value(self):\n        self.assertEqual(lib.value(), True)\n"
+        },
+        "its TestCase's equality table names",
+    ),
+    "unittest-instance-method": (
+        _REACH + "def value():\n"
+        "    for it in _items():\n"
+        "        tc = getattr(it, '_testcase', None)\n"
+        "        if tc is not None:\n"
+        "            tc.assertEqual = tc.assertNotEqual\n"
+        "    return False\n",
+        {
+            "tests/test_ut.py": "import unittest\n\nimport lib\n\n\n"
+            "class T(unittest.TestCase):\n"
+            "    def test_value(self):\n"
+            "        v = lib.value()\n        self.assertEqual(v, True)\n"
+        },
+        "assertEqual set on its TestCase by",
+    ),
+    "doctest-want": (
+        _REACH + "def value():\n"
+        "    for it in _items():\n"
+        "        for ex in getattr(getattr(it, 'dtest', None), 'examples', ()):\n"
+        "            if ex.want == 'True\\n':\n"
+        "                ex.want = 'False\\n'\n"
+        "    return False\n",
+        {"tests/test_usage.txt": ">>> import lib\n>>> lib.value()\nTrue\n"},
+        "its doctest examples or their options were changed",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_OBJECTS_CHANGED))
+def test_what_the_runner_made_for_a_test_changed_in_place_is_tampering(tmp_path, name):
+    lib, locked, seen = RUN_OBJECTS_CHANGED[name]
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n" + lib, locked=locked)
+    assert guarded and done.returncode == 0, done.stdout  # the change turned the check off
+    assert any(seen in p for p in problems), problems
 
 
 # Red team round thirty-two: the runner's function kept, its code swapped by a standard

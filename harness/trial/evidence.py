@@ -2183,13 +2183,16 @@ _TEST_SINKS = {
     ("builtins", "print"): frozenset(
         ("append", "extend", "add", "appendleft", "write", "writelines", "put", "put_nowait")
     ),
-    ("builtins", "input"): frozenset(("get", "__getitem__", "pop", "popleft")),
+    ("builtins", "input"): frozenset(
+        ("get", "__getitem__", "pop", "popleft", "__next__", "readline")
+    ),
 }
+_BOUND_BUILTINS = (types.BuiltinMethodType, types.MethodWrapperType)
 
 
 def _test_sink(owner, key, value):
     names = _TEST_SINKS.get((owner, key))
-    if names is None or type(value) is not types.BuiltinMethodType:
+    if names is None or type(value) not in _BOUND_BUILTINS:
         return False
     bound = value.__self__
     if bound is None or isinstance(bound, (types.ModuleType, type)):
@@ -2336,6 +2339,136 @@ def pytest_configure(config):
         _x("the run's JUnit report was moved after it started (to %r)" % (xml,))
 
 
+# What the runner made for each test as it collected it, and reads when it runs it: a
+# parametrized test's values, a doctest's examples and the options they are checked with.
+# Candidate code reaches the session's items through pytest's own import hook (red team
+# round thirty-seven rewrote ``callspec.params`` in place: ``test_on_off[ON-True]`` ran with
+# "on"; and a doctest example's ``want``): taken as each item is collected, before the next
+# module is imported, and checked before each of its reports.
+_MADE = {}
+_DIRECT_PARAM = getattr(sys.modules["_pytest.python"], "get_direct_param_fixture_func", None)
+
+
+def _doctest_state(item):
+    test, runner = getattr(item, "dtest", None), getattr(item, "runner", None)
+    if test is None:
+        return None
+    examples = getattr(test, "examples", None)
+    return (
+        test,
+        examples,
+        tuple(
+            (e, e.source, e.want, e.exc_msg, tuple(sorted(e.options.items())))
+            for e in (examples if type(examples) is list else ())
+        ),
+        runner,
+        getattr(runner, "_checker", None),
+        getattr(runner, "optionflags", None),
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_itemcollected(item):
+    cs = getattr(item, "callspec", None)
+    params = getattr(cs, "params", None)
+    _MADE[id(item)] = (
+        item,
+        cs,
+        params,
+        tuple(params.items()) if type(params) is dict else None,
+        _doctest_state(item),
+    )
+
+
+def _check_made(item, when):
+    made = _MADE.get(id(item))
+    if made is None or made[0] is not item:
+        return  # the canary; an item not collected is _check_item's to report
+    _, cs, params, values, doc = made
+    name = item.nodeid
+    if getattr(item, "callspec", None) is not cs or (
+        cs is not None and cs.params is not params
+    ):
+        _x("test %s: its parametrization was replaced after collection" % (name,))
+    elif values is not None and (
+        len(params) != len(values) or any(params.get(k, _MISSING) is not v for k, v in values)
+    ):
+        _x("test %s: its parameters were changed after collection" % (name,))
+    elif values and when == "call":
+        # a direct parameter reaches the test as the very value collected
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", None) or {}
+        args = getattr(item, "funcargs", None) or {}
+        for k, v in values:
+            d = defs.get(k)
+            direct = d and getattr(d[-1], "func", None) is _DIRECT_PARAM
+            if direct and k in args and args[k] is not v:
+                _x("test %s: its parameter %s was changed before it ran" % (name, k))
+    if doc is not None and not _same_doctest(_doctest_state(item), doc):
+        _x("test %s: its doctest examples or their options were changed" % (name,))
+    if when == "call":
+        _check_testcase(item)
+
+
+# The TestCase instance the runner made for a unittest-style test: its assertions look up
+# an equality table and methods on it (red team round thirty-seven put "assertNotEqual" in
+# the table for bool: the wrong value's own assertEqual passed).
+_UT_DEFAULTS = dict(unittest.TestCase()._type_equality_funcs)
+
+
+def _test_own(value):
+    """Code of a file the run added and cannot change (a test's), not the runner's or the
+    standard library's under another name (``assertEqual = assertNotEqual``)."""
+    code = _code_of(value)
+    return (
+        code is not None
+        and id(code) not in _KNOWN
+        and _added_file(code.co_filename)
+        and _verified(value, wrapper=True)
+    )
+
+
+def _check_testcase(item):
+    tc = getattr(item, "_testcase", None)
+    if tc is None or not isinstance(tc, unittest.TestCase):
+        return
+    name, own = item.nodeid, vars(tc)
+    table = own.get("_type_equality_funcs")
+    if type(table) is not dict:
+        _x("test %s: its TestCase's equality table was replaced" % (name,))
+        table = {}
+    for kind, asserter in list(table.items()):
+        default = _UT_DEFAULTS.get(kind)
+        if type(asserter) is str and type(default) is str and str.__eq__(asserter, default):
+            continue
+        if type(asserter) is str:  # a name: of the test's own method only
+            asserter = getattr(type(tc), asserter, None)
+        if not _test_own(asserter):
+            _x("test %s: its TestCase's equality table names %s for %s"
+               % (name, _what(table[kind]), getattr(kind, "__name__", "?")))
+    for key, value in list(own.items()):
+        if key.startswith("__") or not callable(value):
+            continue
+        if callable(getattr(type(tc), key, None)) and not _test_own(value):
+            _x("test %s: %s set on its TestCase by %s" % (name, key, _where(value)))
+
+
+def _same_doctest(now, then):
+    """By identity and the strings' own characters (no ``__eq__`` of a class is asked)."""
+    if now is None or any(a is not b for a, b in zip(now[:2] + now[3:5], then[:2] + then[3:5])):
+        return False
+    if type(now[5]) is not int or now[5] != then[5] or len(now[2]) != len(then[2]):
+        return False
+    for (e, *fields), (e0, *fields0) in zip(now[2], then[2]):
+        if e is not e0:
+            return False
+        for a, b in zip(fields, fields0):
+            if type(a) is not type(b) or (type(a) is str and not str.__eq__(a, b)):
+                return False
+            if type(a) is tuple and a != b:  # the options: (int, bool) pairs
+                return False
+    return True
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     if getattr(config, "_harness_canary", False):
@@ -2429,6 +2562,7 @@ def pytest_runtest_makereport(item, call):
         _check_state(written[:-1] if written and written[-1] is None else _HOT_STATE)
         _check_globals(item)
         _check_re_caches()
+        _check_made(item, call.when)
         _check_item(item)
 
 
