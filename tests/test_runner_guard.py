@@ -147,6 +147,35 @@ def test_records_stay_whole_while_the_tests_flood_the_same_stderr(tmp_path):
     assert report.tests == 1002 and report.failures == 0
 
 
+# unittest's subTest: pytest 9 reports each subtest as one more call report of its test
+# (an honest suite was called tampering, "a second call report"); a failing one fails it.
+SUBTESTS = (
+    "import unittest\n\nfrom lib import X\n\n\nclass T(unittest.TestCase):\n"
+    "    def test_each(self):\n"
+    "        for i in range(3):\n"
+    "            with self.subTest(i=i):\n"
+    "                self.assertEqual(X + i, 2 + i)\n\n"
+    "    def test_skip_one(self):\n"
+    "        for i in range(2):\n"
+    "            with self.subTest(i=i):\n"
+    "                if i:\n                    self.skipTest('not this one')\n"
+)
+
+
+@pytest.mark.parametrize("x", [2, 3])
+def test_subtests_are_reported_and_a_failing_one_fails_its_test(tmp_path, x):
+    done, junit, guarded, problems = _run(
+        tmp_path, f"X = {x}\n", locked={"tests/test_sub.py": SUBTESTS}
+    )
+    assert guarded and problems == [], problems
+    report = parse_junit(check_canary(junit, "n0nce", guarded=guarded)[0])
+    failed = {c.id for c in report.cases if c.status == "failed"}
+    if x == 2:
+        assert done.returncode == 0 and failed == set(), done.stdout
+    else:  # each subtest fails, and so its test; the lib test too
+        assert done.returncode == 1 and "tests.test_sub.T::test_each" in failed, failed
+
+
 SKIPPED_TESTS = (
     "import unittest\n\nfrom lib import X\n\n\nclass T(unittest.TestCase):\n"
     "    @unittest.skipIf(True, 'not here')\n    def test_skipped(self):\n        assert X\n\n"

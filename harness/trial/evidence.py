@@ -782,6 +782,8 @@ def _install():
             if kind == "r":
                 return None
             key = (node, rec.get("when"))
+            if key[1] == "subtest":  # pytest 9's subtests: one report each, any number
+                return None
             if key in reports:
                 return "a second %s report of %s" % (key[1], node)
             reports.add(key)
@@ -2346,6 +2348,7 @@ def pytest_configure(config):
 # "on"; and a doctest example's ``want``): taken as each item is collected, before the next
 # module is imported, and checked before each of its reports.
 _MADE = {}
+_SUBTEST = getattr(sys.modules.get("_pytest.subtests"), "SubtestReport", None)
 _DIRECT_PARAM = getattr(sys.modules["_pytest.python"], "get_direct_param_fixture_func", None)
 
 
@@ -2574,7 +2577,10 @@ def pytest_runtest_logreport(report):
         _x("test %s passed without running its own code (a decorator ran something else)"
            % report.nodeid)
     test_id = _junit_id(_CONFIG[0], report.nodeid)
-    _emit({"k": "t", "id": test_id, "when": report.when, "o": report.outcome,
+    # pytest 9 reports each subtest (unittest's ``subTest``, the ``subtests`` fixture) as
+    # one more call report of its test: streamed apart, a failing one fails the test
+    when = "subtest" if _SUBTEST is not None and isinstance(report, _SUBTEST) else report.when
+    _emit({"k": "t", "id": test_id, "when": when, "o": report.outcome,
            "node": report.nodeid})
     if report.when == "teardown" and _monotonic() - _LAST[0] > 1.0:
         # A few ms a check: after each test at most once a second, and always at the end.
@@ -2836,7 +2842,7 @@ def strip_stream(stderr: bytes, keys: Iterable[bytes]) -> bytes:
 def _streamed_status(phases: Sequence[tuple[str, str]]) -> str:
     """Summarise one test's phases the way a JUnit writer would."""
     outcomes = {(when, o) for when, o in phases}
-    if ("call", "failed") in outcomes:
+    if ("call", "failed") in outcomes or ("subtest", "failed") in outcomes:
         return "failed"
     if any(o == "failed" for _, o in outcomes):
         return "error"
