@@ -1584,6 +1584,16 @@ HONEST_RUN_OBJECTS = {
         "        self.assertEqual(1j, 1j)\n"
         "        self.assertEqual({1: 1}, {1: 1})\n"
     ),
+    "tests/test_fixtures.py": (
+        "import pytest\n\n\n@pytest.fixture(scope='module')\ndef shared():\n    return []\n\n\n"
+        "@pytest.fixture\ndef item(shared):\n    shared.append(1)\n    yield len(shared)\n"
+        "    shared.clear()\n\n\n"
+        "@pytest.fixture(params=['a', 'b'])\ndef letter(request):\n    return request.param\n\n\n"
+        "def test_fixtures(item, letter, request, tmp_path):\n"
+        "    assert item == 1 and letter in 'ab' and request.getfixturevalue('shared') == [1]\n\n\n"
+        "class TestOverride:\n    @pytest.fixture\n    def letter(self):\n        return 'c'\n\n"
+        "    def test_override(self, letter):\n        assert letter == 'c'\n"
+    ),
     "tests/test_doc.txt": (
         ">>> list(range(20))  # doctest: +ELLIPSIS\n[0, 1, ..., 19]\n>>> x = 1\n>>> x\n1\n"
     ),
@@ -1670,6 +1680,20 @@ RUN_OBJECTS_CHANGED = {
             "        v = lib.value()\n        self.assertEqual(v, True)\n"
         },
         "assertEqual set on its TestCase by",
+    ),
+    "fixture-value": (
+        _REACH + "def value():\n"
+        "    for it in _items():\n"
+        "        if 'expected' in getattr(it, 'funcargs', {}):\n"
+        "            it.funcargs['expected'] = 3\n"
+        "    return 3\n",
+        {
+            "tests/test_fix.py": "import pytest\n\nimport lib\n\n\n"
+            "@pytest.fixture\ndef expected():\n    return 2\n\n\n"
+            "@pytest.fixture\ndef got():\n    return lib.value()\n\n\n"
+            "def test_value(expected, got):\n    assert got == expected\n"
+        },
+        "the value of its fixture expected was replaced",
     ),
     "doctest-want": (
         _REACH + "def value():\n"

@@ -2410,6 +2410,34 @@ def _check_made(item, when):
         _x("test %s: its doctest examples or their options were changed" % (name,))
     if when == "call":
         _check_testcase(item)
+        _check_fixture_values(item)
+
+
+# Each fixture's value as its fixture made it (the runner's own setup hook returns it):
+# the value a test receives must be that very object, not one swapped into the item's
+# ``funcargs`` or the fixture's cache by code the tests call (the expected values a hidden
+# test's fixture computed, say).
+_FIXTURE_VALUES = {}
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    outcome = yield
+    if outcome.excinfo is None:
+        _FIXTURE_VALUES[id(fixturedef)] = (fixturedef, outcome.get_result())
+
+
+def _check_fixture_values(item):
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", None) or {}
+    args = getattr(item, "funcargs", None)
+    if type(args) is not dict:
+        return
+    for name, value in list(args.items()):
+        chain = defs.get(name)
+        made = _FIXTURE_VALUES.get(id(chain[-1])) if chain else None
+        if made is not None and made[0] is chain[-1] and made[1] is not value:
+            _x("test %s: the value of its fixture %s was replaced after the fixture made it"
+               % (item.nodeid, name))
 
 
 # The TestCase instance the runner made for a unittest-style test: its assertions look up
