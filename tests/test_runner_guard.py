@@ -1695,6 +1695,25 @@ RUN_OBJECTS_CHANGED = {
         },
         "the value of its fixture expected was replaced",
     ),
+    # ... and swapped in setup, put back by the test's own call before its report
+    "fixture-value-restored": (
+        _REACH + "_KEPT = []\n\n\ndef value():\n"
+        "    for it in _items():\n"
+        "        args = getattr(it, 'funcargs', {})\n"
+        "        if 'expected' in args and not _KEPT:\n"
+        "            _KEPT.append(args['expected'])\n"
+        "            args['expected'] = 3\n"
+        "        elif 'expected' in args:\n"
+        "            args['expected'] = _KEPT[0]\n"
+        "    return 3\n",
+        {
+            "tests/test_fix.py": "import pytest\n\nimport lib\n\n\n"
+            "@pytest.fixture\ndef expected():\n    return 2\n\n\n"
+            "@pytest.fixture\ndef got():\n    return lib.value()\n\n\n"
+            "def test_value(expected, got):\n    lib.value()\n    assert got == expected\n"
+        },
+        "the value of its fixture expected was replaced",
+    ),
     "doctest-want": (
         _REACH + "def value():\n"
         "    for it in _items():\n"

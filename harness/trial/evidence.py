@@ -2562,6 +2562,9 @@ def pytest_runtest_call(item):
     if armed:
         _check_item(item)
         _check_tests([item])
+        # what the test is about to receive (after this, pytest hands it over at once: a
+        # value swapped in setup and put back during the call is seen here)
+        _check_made(item, "call")
         watch = _watch_own_code(item)
     outcome = yield
     if armed and (outcome.excinfo is not None or getattr(item, "_excinfo", None)):
