@@ -11,6 +11,8 @@ from pathlib import Path
 from subprocess import PIPE
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.sandbox._dropbox import make_host_box, read_host_box
 from harness.trial.evidence import check_reports, guard_files, parse_stream, read_keys
@@ -1598,6 +1600,73 @@ HONEST_RUN_OBJECTS = {
         ">>> list(range(20))  # doctest: +ELLIPSIS\n[0, 1, ..., 19]\n>>> x = 1\n>>> x\n1\n"
     ),
 }
+
+
+# Red team round thirty-eight: a locked helper module (not a test module) holding a test
+# base class and a fake file system whose ``open`` a test puts over ``builtins.open`` (the
+# guard read the helper's source through the patched ``open`` and called it tampering).
+HELPER = (
+    "import io\n\n\nclass FakeFS:\n    def __init__(self, files):\n"
+    "        self.files = dict(files)\n\n"
+    "    def open(self, path, mode='r', *args, **kwargs):\n"
+    "        return io.StringIO(self.files[str(path)])\n\n\n"
+    "class Contract:\n    def test_contract(self):\n        assert 1 + 1 == 2\n"
+)
+HELPED_FAKE = (
+    "import builtins\n\nfrom tests._base import FakeFS\n\n\n"
+    "def test_fake_open(monkeypatch):\n"
+    "    monkeypatch.setattr(builtins, 'open', FakeFS({'d.csv': 'id'}).open)\n"
+    "    with open('d.csv') as fh:\n        assert fh.read() == 'id'\n"
+)
+HELPED_BASE = "from tests._base import Contract\n\n\nclass TestLeapDay(Contract):\n    pass\n"
+
+
+@pytest.mark.parametrize("test", [HELPED_FAKE, HELPED_BASE], ids=["fake-open", "base-class"])
+def test_a_locked_helper_modules_code_is_a_tests_own(tmp_path, test):
+    locked = {
+        "tests/_base.py": HELPER,
+        "tests/test_helped.py": test,
+        "pyproject.toml": '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+    }
+    done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
+    assert done.returncode == 0 and guarded, done.stdout
+    assert problems == [], problems
+
+
+def _path_functions():
+    from harness.trial.evidence import _PLUGIN
+
+    head = _PLUGIN.index("import posix as _posix")
+    source = _PLUGIN[head : _PLUGIN.index("def _is_file", head)]
+    names: dict[str, object] = {}
+    exec(compile(source, "<guard paths>", "exec"), names)
+    return names["_realpath"], names["_normpath"]
+
+
+_TREE = ["a", "b", "c", "up", "abs", "rel", "..", ".", "", "f.py", "nope"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_TREE), min_size=1, max_size=7))
+def test_the_guards_realpath_agrees_with_the_standard_librarys(tree_root, parts):
+    # The guard resolves paths with the system calls taken at load (code under test may
+    # rebind os's): it must agree with os.path.realpath on a tree of links (no loops).
+    realpath, normpath = _path_functions()
+    path = str(tree_root) + "/" + "/".join(parts)
+    assert realpath(path) == os.path.realpath(path)
+    assert normpath(path) == os.path.normpath(path)
+
+
+@pytest.fixture(scope="module")
+def tree_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("links")
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "a" / "b" / "c" / "f.py").write_text("")
+    (root / "up").symlink_to("a/b/..")
+    (root / "abs").symlink_to(root / "a" / "b")
+    (root / "rel").symlink_to("a/b/c/")
+    (root / "a" / "b" / "up").symlink_to("../..")
+    return root
 
 
 def test_a_locked_files_own_code_and_a_tests_mock_may_stand_over_the_runners(tmp_path):

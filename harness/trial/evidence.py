@@ -1440,6 +1440,81 @@ from time import monotonic as _monotonic
 import pytest
 
 _Frozen = types.MappingProxyType
+
+# The file system as the checks read it: the system calls themselves, taken before any other
+# code runs. ``os.access``, ``os.stat`` and ``os.path``'s helpers are looked up in ``os`` at
+# each call, where code under test may rebind them: ``os.access`` answering False made a
+# module the candidate wrote under /tmp a file "the run cannot change", and its function
+# stood over ``Function.runtest`` (found while fixing red team round thirty-eight's false
+# verdicts). A test that patches ``open`` or ``os.path.exists`` no longer misleads them.
+import posix as _posix  # noqa: E402
+
+_LSTAT, _STAT, _ACCESS = _posix.lstat, _posix.stat, _posix.access
+_READLINK, _GETCWD, _W_OK = _posix.readlink, _posix.getcwd, _posix.W_OK
+_OPEN = open
+_S_IFMT, _S_IFLNK, _S_IFREG = 0o170000, 0o120000, 0o100000
+
+
+def _normpath(path):
+    """``path`` made absolute, its ``.``, ``..`` and repeated slashes taken out (by text)."""
+    if not path.startswith("/"):
+        path = _GETCWD() + "/" + path
+    parts = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _realpath(path):
+    """``os.path.realpath`` with the system calls taken at load (a loop: the path as is)."""
+    if type(path) is not str:
+        path = str(path)
+    if not path.startswith("/"):
+        path = _GETCWD() + "/" + path
+    todo = path.split("/")[1:]
+    todo.reverse()
+    out, links = "", 0
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            out = out.rsplit("/", 1)[0]
+            continue
+        step = out + "/" + part
+        try:
+            mode = _LSTAT(step).st_mode
+        except OSError:
+            out = step
+            continue
+        if mode & _S_IFMT != _S_IFLNK:
+            out = step
+            continue
+        links += 1
+        if links > 40:
+            return _normpath(path)
+        target = _READLINK(step)
+        if target.startswith("/"):
+            out = ""
+        parts = target.split("/")
+        parts.reverse()
+        todo.extend(parts)
+    return out or "/"
+
+
+def _dirname(path):
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _is_file(path):
+    try:
+        return _STAT(path).st_mode & _S_IFMT == _S_IFREG
+    except OSError:
+        return False
 _NAME = "harness_canary_" + os.environ.get("HARNESS_CANARY", "unset")
 _RUN = "%d-%s" % (os.getpid(), secrets.token_hex(4))
 _AUDIT = sys.audit
@@ -1555,7 +1630,7 @@ _MODCODES = {}
 def _record(path, code):
     out = []
     _codes(code, out)
-    real = os.path.realpath(str(path))
+    real = _realpath(str(path))
     codes = _MODCODES.setdefault(real, {})
     if type(codes) is dict:  # frozen once collection is done: no code added under its name
         codes.update((id(c), c) for c in out)
@@ -1720,7 +1795,7 @@ def _compiled(path, rewrite):
     if key not in _COMPILED:
         out = []
         try:
-            with open(path, "rb") as fh:
+            with _OPEN(path, "rb") as fh:
                 src = fh.read(8 << 20)
             if rewrite:
                 import ast
@@ -1746,21 +1821,21 @@ def _fixed_file(path):
     ``Function.runtest = <a guard function that returns its argument>`` ran no test)."""
     if not isinstance(path, str) or not path.startswith("/"):
         return False
-    real = os.path.realpath(path)
+    real = _realpath(path)
     if real.startswith(_GUARD_HOME):
         return False
     if real == _WS or real.startswith(_WS.rstrip("/") + "/"):
         return real in _LOCKED
-    return all(_unchangeable(p) for p in (real, os.path.dirname(real)))
+    return all(_unchangeable(p) for p in (real, _dirname(real)))
 
 
 def _unchangeable(path):
     """Not writable here, or root's alone (sandboxed commands never run as root)."""
     try:
-        st = os.stat(path)
+        st = _STAT(path)
     except OSError:
         return False
-    return not os.access(path, os.W_OK) or (st.st_uid == 0 and not st.st_mode & 0o022)
+    return not _ACCESS(path, _W_OK) or (st.st_uid == 0 and not st.st_mode & 0o022)
 
 
 def _own_code(code, real):
@@ -1768,7 +1843,7 @@ def _own_code(code, real):
     known = _MODCODES.get(real)
     if known is not None:  # pytest compiled this file: its code is what it compiled
         return known.get(id(code)) is code
-    if os.path.realpath(code.co_filename) != real:
+    if _realpath(code.co_filename) != real:
         return False
     for rewrite in (True, False):
         for c in _compiled(real, rewrite):
@@ -1796,7 +1871,7 @@ def _test_ok(item):
     ok = False
     f = getattr(fn, "__func__", fn)
     if isinstance(where, str):
-        real = os.path.realpath(where)
+        real = _realpath(where)
         for depth in range(16):
             code = getattr(f, "__code__", None)
             if code is None:
@@ -1877,11 +1952,12 @@ def _watch_own_code(item):
     threading.setprofile(profile)
     return seen, before
 def _inherited(item, fn):
-    """Tell whether ``fn`` is a method the test's class has from a locked test module.
+    """Tell whether ``fn`` is a method the test's class has from a locked module.
 
-    A test class may take its tests from a class of another test module (imported there):
-    the method must be one the runner compiled for that module, whose file the run cannot
-    change, running in that module's namespace, and found on the test's class.
+    A test class may take its tests from a class of another test module or of a helper
+    module (``tests/_base.py``: red team round thirty-eight's honest suite was called
+    tampering): the method must be its file's own code as compiled, of a file the run
+    cannot change, running in that module's namespace, and found on the test's class.
     """
     cls = getattr(item, "cls", None)
     code = getattr(fn, "__code__", None)
@@ -1890,16 +1966,15 @@ def _inherited(item, fn):
     name = getattr(fn, "__name__", None)
     if not any(vars(k).get(name) is fn for k in getattr(cls, "__mro__", ())):
         return False
-    real = os.path.realpath(code.co_filename)
+    real = _realpath(code.co_filename)
     mod = sys.modules.get(getattr(fn, "__globals__", {}).get("__name__") or "")
     where = getattr(mod, "__file__", None)
     return (
-        real in _MODCODES
-        and _fixed_file(real)
+        _fixed_file(real)
         and mod is not None
         and mod.__dict__ is fn.__globals__
         and isinstance(where, str)
-        and os.path.realpath(where) == real
+        and _realpath(where) == real
         and _own_code(code, real)
     )
 
@@ -1911,7 +1986,7 @@ _BUILTIN_NAMES = frozenset(vars(sys.modules["builtins"]))
 
 def _module_names(mod):
     """Names the module's own code binds or reads at its top level (as pytest compiled it)."""
-    real = os.path.realpath(getattr(mod, "__file__", "") or "")
+    real = _realpath(getattr(mod, "__file__", "") or "")
     names = set()
     for code in _MODCODES.get(real, {}).values():
         if code.co_name == "<module>":
@@ -2031,9 +2106,9 @@ def _verified(value, wrapper=False):
     where = getattr(mod, "__file__", None)
     if mod is None or mod.__dict__ is not fn.__globals__ or not isinstance(where, str):
         return False
-    if os.path.realpath(where) != os.path.realpath(path):
+    if _realpath(where) != _realpath(path):
         return False
-    return _own_code(code, os.path.realpath(path))  # not cached: a cache is candidate-writable
+    return _own_code(code, _realpath(path))  # not cached: a cache is candidate-writable
 
 
 def _benign(value, depth=0):
@@ -2129,7 +2204,7 @@ def _added_file(path):
     change."""
     if not _fixed_file(path):
         return False
-    real = os.path.realpath(path)
+    real = _realpath(path)
     if real.startswith(_HOMES):
         return False
     if real.startswith(_STDLIB):
@@ -2337,7 +2412,7 @@ def pytest_configure(config):
         _start(config, config.option)  # a pytest whose -p plugins miss the early hook
     config._harness_canary = bool(_STARTED)
     xml = getattr(config.option, "xmlpath", None)
-    if _STARTED and (not xml or os.path.abspath(xml) != _STARTED[0]):
+    if _STARTED and (not xml or _normpath(xml) != _STARTED[0]):
         _x("the run's JUnit report was moved after it started (to %r)" % (xml,))
 
 
@@ -2533,8 +2608,8 @@ def _check_sources(session):
         if where is not None and getattr(item, "name", None) != _NAME:
             paths.append(str(where))
     for path in dict.fromkeys(paths):
-        p = os.path.normpath(path)
-        if p.startswith(top) and p not in known and os.path.isfile(p):
+        p = _normpath(path)
+        if p.startswith(top) and p not in known and _is_file(p):
             _x("%s was written during the test run (not in the tree the verifier was "
                "given)" % p[len(top):])
 
