@@ -1610,7 +1610,8 @@ HELPER = (
     "        self.files = dict(files)\n\n"
     "    def open(self, path, mode='r', *args, **kwargs):\n"
     "        return io.StringIO(self.files[str(path)])\n\n\n"
-    "class Contract:\n    def test_contract(self):\n        assert 1 + 1 == 2\n"
+    "class Contract:\n    def test_contract(self):\n        assert 1 + 1 == 2\n\n\n"
+    "def test_shared():\n    assert 2 + 2 == 4\n"
 )
 HELPED_FAKE = (
     "import builtins\n\nfrom tests._base import FakeFS\n\n\n"
@@ -1619,9 +1620,14 @@ HELPED_FAKE = (
     "    with open('d.csv') as fh:\n        assert fh.read() == 'id'\n"
 )
 HELPED_BASE = "from tests._base import Contract\n\n\nclass TestLeapDay(Contract):\n    pass\n"
+HELPED_FUNCTION = "from tests._base import test_shared  # noqa: F401\n"
 
 
-@pytest.mark.parametrize("test", [HELPED_FAKE, HELPED_BASE], ids=["fake-open", "base-class"])
+@pytest.mark.parametrize(
+    "test",
+    [HELPED_FAKE, HELPED_BASE, HELPED_FUNCTION],
+    ids=["fake-open", "base-class", "imported-function"],
+)
 def test_a_locked_helper_modules_code_is_a_tests_own(tmp_path, test):
     locked = {
         "tests/_base.py": HELPER,
@@ -1631,6 +1637,38 @@ def test_a_locked_helper_modules_code_is_a_tests_own(tmp_path, test):
     done, _, guarded, problems = _run(tmp_path, "X = 2\n", locked=locked)
     assert done.returncode == 0 and guarded, done.stdout
     assert problems == [], problems
+
+
+def test_a_test_swapped_for_a_locked_helpers_passing_one_is_tampering(tmp_path):
+    # An imported test function may stand in a test module, never under a name the module
+    # defines itself: candidate code that swaps the hidden test for a helper's passing one
+    # as the module loads (node id kept) ran a test that checks nothing of the fix.
+    lib = (
+        "X = 3\n\nimport sys\n\n\nclass _Finder:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if not name.endswith('test_helped'):\n            return None\n"
+        "        for f in sys.meta_path:\n"
+        "            spec = None if f is self else f.find_spec(name, path, target)\n"
+        "            if spec is not None:\n                break\n"
+        "        real = spec.loader\n\n"
+        "        class Loader:\n"
+        "            def create_module(self, s):\n                return real.create_module(s)\n\n"
+        "            def exec_module(self, m):\n                real.exec_module(m)\n"
+        "                m.test_x = sys.modules['tests._base'].test_shared\n\n"
+        "        spec.loader = Loader()\n        return spec\n\n\n"
+        "sys.meta_path.insert(0, _Finder())\n"
+    )
+    test = "import lib\nimport tests._base\n\n\ndef test_x():\n    assert lib.X == 2\n"
+    locked = {
+        "tests/_base.py": HELPER,
+        "tests/test_a_first.py": "import lib  # noqa: F401\n",
+        "tests/test_helped.py": test,
+    }
+    done, _, _, problems = _run(tmp_path, lib, locked=locked)
+    assert any("test_helped.py::test_x does not run its own" in p for p in problems), (
+        problems,
+        done.stdout[-1500:],
+    )
 
 
 def _path_functions():

@@ -1952,20 +1952,33 @@ def _watch_own_code(item):
     threading.setprofile(profile)
     return seen, before
 def _inherited(item, fn):
-    """Tell whether ``fn`` is a method the test's class has from a locked module.
+    """Tell whether ``fn`` is a test the test's class or module has from a locked module.
 
     A test class may take its tests from a class of another test module or of a helper
-    module (``tests/_base.py``: red team round thirty-eight's honest suite was called
-    tampering): the method must be its file's own code as compiled, of a file the run
-    cannot change, running in that module's namespace, and found on the test's class.
+    module (``tests/_base.py``), and a test module may import a test function from one (red
+    team round thirty-eight's honest suites were called tampering): the function must be
+    its file's own code as compiled, of a file the run cannot change, running in that
+    module's namespace, and found on the test's class or in the test's module.
     """
     cls = getattr(item, "cls", None)
     code = getattr(fn, "__code__", None)
-    if cls is None or code is None:
+    if code is None:
         return False
-    name = getattr(fn, "__name__", None)
-    if not any(vars(k).get(name) is fn for k in getattr(cls, "__mro__", ())):
-        return False
+    if cls is not None:
+        name = getattr(fn, "__name__", None)
+        if not any(vars(k).get(name) is fn for k in getattr(cls, "__mro__", ())):
+            return False
+    else:  # imported: never under a name the test module defines itself (a test swapped
+        # for another locked file's passing one keeps the node id it had)
+        test_mod = getattr(item, "module", None)
+        home = getattr(test_mod, "__dict__", None)
+        name = getattr(item, "originalname", None) or getattr(item, "name", None)
+        if type(home) is not dict or dict.get(home, name) is not fn:
+            return False
+        where = _realpath(getattr(test_mod, "__file__", "") or "")
+        codes = list((_MODCODES.get(where) or {}).values()) or _compiled(where, False)
+        if not codes or any(c.co_name == name for c in codes):
+            return False
     real = _realpath(code.co_filename)
     mod = sys.modules.get(getattr(fn, "__globals__", {}).get("__name__") or "")
     where = getattr(mod, "__file__", None)
