@@ -789,6 +789,8 @@ def test_pytests_objects_and_the_plugins_namespace_are_checked_before_every_repo
     done, junit, _, problems = _run(tmp_path, lib, locked={"tests/test_arm.py": ARM})
     assert b"test_x" in (junit or b""), done.stdout + done.stderr[-2000:]
     assert problems, done.stdout  # the flipped or stubbed test_x is noted as tampering
+    if lib is HOOKPROXY:  # read again although the session was last found clean
+        assert any("gethookproxy set over its method" in p for p in problems), problems
 
 
 # An outside red team's PASS without a fix (round ten): candidate code pointed

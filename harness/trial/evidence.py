@@ -798,6 +798,8 @@ def _install():
     # was rebound, edited or shadowed since.
     pglobals = []
     sealed = {}
+    slots = {}  # hook caller class -> its ``_hookimpls`` slot (pluggy's), when it has one
+    member_type = __import__("types").MemberDescriptorType
     hooks = (
         "pytest_runtest_protocol", "pytest_runtest_logstart", "pytest_runtest_setup",
         "pytest_runtest_call", "pytest_runtest_teardown", "pytest_runtest_makereport",
@@ -896,6 +898,13 @@ def _install():
         sealed["callers"] = tuple(
             (c, tuple(c.get_hookimpls()), type(c)) for c in callers if c is not None
         )
+        for c in callers:
+            slot = type(c).__dict__.get("_hookimpls") if c is not None else None
+            if type(slot) is member_type:
+                slots[type(c)] = slot
+        attrs = vars(sess)
+        sess_view = tag_view(attrs) if tag_view is not None and type(attrs) is dict else None
+        sealed["sess"] = [attrs, sess_view, None]
         sealed["wrapped"] = dict(g.get("_WRAPPED") or {})
         sealed["paths"] = dict(g.get("_MODCODES") or {})
         sealed["unseen"] = set(g.get("_UNSEEN") or ())
@@ -1087,16 +1096,26 @@ def _install():
         for caller, impls, kind in sealed["callers"]:
             if type(caller) is not kind or not readable(caller):
                 return "a pytest hook caller was replaced"
-            now = kind.get_hookimpls(caller)  # by its class: an instance attribute is not asked
+            # the list the caller calls from (pluggy's own slot, read by its descriptor),
+            # else by its class's method: an instance attribute is not asked
+            slot = slots.get(kind)
+            now = slot.__get__(caller, kind) if slot is not None else kind.get_hookimpls(caller)
             if type(now) is not list:
                 return "a pytest hook caller was replaced"
             if len(now) != len(impls) or not all(map(is_, now, impls)):
                 return "a pytest hook implementation was added or removed after collection"
-        for k, v in list(dict.items(vars(sess))):
-            if type(k) is not str:
-                return "pytest's session has an attribute named by an object"
-            if callable(v) and callable(getattr(type(sess), k, None)) and k[:2] != "__":
-                return "pytest's session has %s set over its method" % (k,)
+        # the session's own attributes: read again only when its dict was written since
+        # they were last found clean (its version tag; the dict itself held, so the view
+        # stays on it, and a dict put in its place is read)
+        attrs, held = vars(sess), sealed["sess"]
+        tag = held[1][3] if held[1] is not None and attrs is held[0] else None
+        if tag is None or tag != held[2]:
+            for k, v in list(dict.items(attrs)):
+                if type(k) is not str:
+                    return "pytest's session has an attribute named by an object"
+                if callable(v) and callable(getattr(type(sess), k, None)) and k[:2] != "__":
+                    return "pytest's session has %s set over its method" % (k,)
+            held[2] = tag
         return None
 
     def guard_event(event, args):
