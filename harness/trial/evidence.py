@@ -423,7 +423,58 @@ def _install():
         "ord", "range", "set", "str", "tuple", "type", "vars", "zip",
     )]
     _os, _sys = __import__("os"), __import__("sys")
-    realpath = _os.path.realpath
+    # Paths resolved with the system calls themselves, taken here: ``os.path``'s helpers
+    # look up ``os.fspath``, ``os.lstat`` and the rest in ``os`` at each call, where code
+    # under test may put a function of its own, which this hook would then run (on an
+    # interpreter whose ``normpath`` is written in Python, Debian's 3.11).
+    _px = __import__("posix")
+    lstat_, readlink_, getcwd_ = _px.lstat, _px.readlink, _px.getcwd
+    del _px
+
+    def norm(path):
+        if not path.startswith("/"):
+            path = getcwd_() + "/" + path
+        parts = []
+        for part in path.split("/"):
+            if part == "..":
+                if parts:
+                    parts.pop()
+            elif part and part != ".":
+                parts.append(part)
+        return "/" + "/".join(parts)
+
+    def realpath(path):
+        if not path.startswith("/"):
+            path = getcwd_() + "/" + path
+        todo = path.split("/")[1:]
+        todo.reverse()
+        out, links = "", 0
+        while todo:
+            part = todo.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                out = out.rsplit("/", 1)[0]
+                continue
+            step = out + "/" + part
+            try:
+                mode = lstat_(step).st_mode
+            except OSError:
+                out = step
+                continue
+            if mode & 0o170000 != 0o120000:
+                out = step
+                continue
+            links += 1
+            if links > 40:
+                return norm(path)
+            target = readlink_(step)
+            if target.startswith("/"):
+                out = ""
+            more = target.split("/")
+            more.reverse()
+            todo.extend(more)
+        return out or "/"
     gc = __import__("gc")
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     _thread = __import__("_thread")
@@ -479,7 +530,6 @@ def _install():
     locked = frozenset(_os.path.join(ws, p) for p in cfg.get("locked", ()))
     writes = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC | _os.O_APPEND
     changes = frozenset(("os.remove", "os.rename", "os.truncate", "os.chmod", "os.utime"))
-    norm = _os.path.normpath
     getcwd = _os.getcwd
     # The stream's key: this process's own, made here before any code the candidate wrote
     # can run, and left in the harness's drop box (a folder the sandboxed user may add a
@@ -798,6 +848,53 @@ def _install():
     # was rebound, edited or shadowed since.
     pglobals = []
     sealed = {}
+    runner_mods = {}  # id -> the runner's modules (and the guard's), none to change class
+    module_type = type(_sys)
+    module_dict = module_type.__dict__["__dict__"]
+
+    def take_runner_mods():
+        roots = ("_pytest", "pytest", "pluggy", "unittest", "builtins", "re", "_sre")
+        for mname, m in list(dict.items(_sys.modules)):
+            if type(mname) is str and m is not None and (
+                mname.split(".")[0] in roots or mname.startswith("harness_canary")
+            ):
+                runner_mods[id(m)] = m
+
+    def odd_runner_mod():
+        for m in list(runner_mods.values()):
+            if type(m) is not module_type:
+                return "the runner's module %s was given another class" % (
+                    exact(dict.get(module_dict.__get__(m), "__name__", "?")),)
+        return None
+
+    type_dict = type.__dict__["__dict__"]
+    runner_roots = frozenset(("_pytest", "pytest", "pluggy", "unittest", "harness_canary"))
+
+    def module_of(kind):
+        # the module name a class's own namespace gives (its metaclass is not asked)
+        name = type_dict.__get__(kind).get("__module__")
+        return exact(name) if isinstance(name, str) else ""
+
+    def runner_kind(target):
+        root = module_of(type(target)).split(".")[0]
+        return root in runner_roots or root.startswith("harness_canary")
+
+    def own_class(target):
+        if not issubclass(type(target), type):
+            return False
+        mod = _sys.modules.get(module_of(target))
+        if mod is None or not issubclass(type(mod), module_type) or id(mod) in runner_mods:
+            return False
+        where = dict.get(module_dict.__get__(mod), "__file__")
+        return type(where) is str and norm(where) in cand
+
+    def own_module(target):
+        # a module of a candidate file (read past its class: its own ``__getattribute__``
+        # is never run here)
+        if not issubclass(type(target), module_type) or id(target) in runner_mods:
+            return False
+        where = dict.get(module_dict.__get__(target), "__file__")
+        return type(where) is str and norm(where) in cand
     slots = {}  # hook caller class -> its ``_hookimpls`` slot (pluggy's), when it has one
     member_type = __import__("types").MemberDescriptorType
     hooks = (
@@ -822,6 +919,7 @@ def _install():
         )
 
     def take_loaded(g):
+        take_runner_mods()
         loaded["names"] = dict(g)
         loaded["fns"] = functions(g)
         loaded["state"] = tuple(g["_STATE"])
@@ -887,11 +985,16 @@ def _install():
             return "the guard could not take pytest's session"
         if not readable(pm.hook):
             return "pytest's hook relay is of a class the guard cannot read"
+        take_runner_mods()
+        why = odd_runner_mod()
+        if why is not None:
+            return why
         sealed["names"] = tuple(g.items())
         sealed["fns"] = functions(g)
         sealed["fn_ids"] = frozenset(id(f[0]) for f in sealed["fns"])
         sealed["pm"], sealed["hook"], sealed["session"] = pm, pm.hook, sess
         sealed["kind"] = type(sess)
+        sealed["hook_kind"], sealed["pm_kind"] = type(pm.hook), type(pm)
         callers = [getattr(pm.hook, h, None) for h in hooks]
         if not all(c is None or readable(c) for c in callers):
             return "a pytest hook caller is of a class the guard cannot read"
@@ -1093,6 +1196,8 @@ def _install():
             return "pytest's plugin manager or session was given attributes of its own kind"
         if pm.hook is not sealed["hook"] or type(sess) is not sealed["kind"]:
             return "pytest's hook relay or session class was replaced"
+        if type(pm.hook) is not sealed["hook_kind"] or type(pm) is not sealed["pm_kind"]:
+            return "pytest's hook relay or plugin manager was given another class"
         for caller, impls, kind in sealed["callers"]:
             if type(caller) is not kind or not readable(caller):
                 return "a pytest hook caller was replaced"
@@ -1104,6 +1209,9 @@ def _install():
                 return "a pytest hook caller was replaced"
             if len(now) != len(impls) or not all(map(is_, now, impls)):
                 return "a pytest hook implementation was added or removed after collection"
+        why = odd_runner_mod()
+        if why is not None:
+            return why
         # the session's own attributes: read again only when its dict was written since
         # they were last found clean (its version tag; the dict itself held, so the view
         # stays on it, and a dict put in its place is read)
@@ -1395,6 +1503,22 @@ def _install():
                         return
                 if full not in locked:
                     return
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            what = args[1] if len(args) > 1 else None
+            what = exact(what) if isinstance(what, str) else None
+            target = args[0] if args else None
+            if what == "__doc__":
+                return  # a docstring decides nothing (a class's own, set at import)
+            if what == "__class__" and (id(target) in runner_mods or runner_kind(target)):
+                # the runner's modules or objects given another class (``__getattribute__``
+                # serving a lenient ``raises``, a hook relay answering ``dict`` for a hook):
+                # from any frame, ``mock.patch.object`` doing the write in a standard-library
+                # one (red team round thirty-nine)
+                anyone = True
+            elif what == "__class__" and own_module(target):
+                return  # a candidate module giving itself a class (module properties)
+            elif what in ("__name__", "__qualname__", "__module__") and own_class(target):
+                return  # a candidate class naming itself
         elif event == "os.exec":
             # The test process replaced by another program: its run would end unreported
             # while the program does what it likes with the run's descriptors.
@@ -2551,6 +2675,16 @@ def _check_fixture_values(item):
 # an equality table and methods on it (red team round thirty-seven put "assertNotEqual" in
 # the table for bool: the wrong value's own assertEqual passed).
 _UT_DEFAULTS = dict(unittest.TestCase()._type_equality_funcs)
+# unittest's own comparators and the kind each is as strict as ``==`` for: a test may register
+# one for a kind of its own (``addTypeEqualityFunc(frozenset, self.assertSetEqual)``: red team
+# round thirty-nine's honest suite); never another assertion (``"assertNotEqual"`` for bool).
+_UT_STRICT = {
+    unittest.TestCase.assertSetEqual: (set, frozenset),
+    unittest.TestCase.assertListEqual: (list,),
+    unittest.TestCase.assertTupleEqual: (tuple,),
+    unittest.TestCase.assertDictEqual: (dict,),
+    unittest.TestCase.assertMultiLineEqual: (str,),
+}
 
 
 def _test_own(value):
@@ -2578,8 +2712,11 @@ def _check_testcase(item):
         default = _UT_DEFAULTS.get(kind)
         if type(asserter) is str and type(default) is str and str.__eq__(asserter, default):
             continue
-        if type(asserter) is str:  # a name: of the test's own method only
+        if type(asserter) is str:  # a name: of the test's own method, or unittest's own
             asserter = getattr(type(tc), asserter, None)
+        strict = _UT_STRICT.get(getattr(asserter, "__func__", asserter), ())
+        if any(k in getattr(kind, "__mro__", ()) for k in strict):
+            continue  # unittest's own comparator for its kind (as strict as ==)
         if not _test_own(asserter):
             _x("test %s: its TestCase's equality table names %s for %s"
                % (name, _what(table[kind]), getattr(kind, "__name__", "?")))
