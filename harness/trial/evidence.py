@@ -74,6 +74,68 @@ GUARD_MOUNT = "/harness/guard"
 _MAX_RECORDS = 200_000
 _MAX_X = 50
 
+_PATHS = r'''
+# Paths resolved with the system calls themselves, taken when this file loads (before any
+# code of the run's): ``os.path``'s helpers look up ``os.fspath``, ``os.lstat`` and the rest
+# in ``os`` at each call, where code under test may put a function of its own. What the
+# functions use is bound as their defaults: nothing here is looked up by name when called.
+import posix as _posix  # noqa: E402
+
+_LSTAT, _STAT, _ACCESS = _posix.lstat, _posix.stat, _posix.access
+_READLINK, _GETCWD, _W_OK = _posix.readlink, _posix.getcwd, _posix.W_OK
+_S_IFMT, _S_IFLNK, _S_IFREG = 0o170000, 0o120000, 0o100000
+
+
+def _normpath(path, _getcwd=_GETCWD):
+    """``path`` made absolute, its ``.``, ``..`` and repeated slashes taken out (by text)."""
+    if not path.startswith("/"):
+        path = _getcwd() + "/" + path
+    parts = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def _realpath(path, _lstat=_LSTAT, _readlink=_READLINK, _getcwd=_GETCWD, _norm=_normpath):
+    """``os.path.realpath`` of a ``str`` (a loop of links: the path as is, normalized)."""
+    if not path.startswith("/"):
+        path = _getcwd() + "/" + path
+    todo = path.split("/")[1:]
+    todo.reverse()
+    out, links = "", 0
+    while todo:
+        part = todo.pop()
+        if part == "" or part == ".":
+            continue
+        if part == "..":
+            out = out.rsplit("/", 1)[0]
+            continue
+        step = out + "/" + part
+        try:
+            mode = _lstat(step).st_mode
+        except OSError:
+            out = step
+            continue
+        if mode & 0o170000 != 0o120000:
+            out = step
+            continue
+        links += 1
+        if links > 40:
+            return _norm(path)
+        target = _readlink(step)
+        if target.startswith("/"):
+            out = ""
+        more = target.split("/")
+        more.reverse()
+        todo.extend(more)
+    return out or "/"
+
+'''
+
 _SITECUSTOMIZE = r'''"""harness guard: workspace imported last; an audit hook none can remove."""
 import json as _json
 import os as _os
@@ -404,6 +466,8 @@ def _register(cfg):
     return key
 
 
+# @@paths@@: _PATHS goes here
+
 def _install():
     # Every name the hook's functions call is bound here, before any code the candidate
     # wrote runs: a builtin, ``os`` or ``sys`` attribute rebound later never runs inside the
@@ -423,58 +487,7 @@ def _install():
         "ord", "range", "set", "str", "tuple", "type", "vars", "zip",
     )]
     _os, _sys = __import__("os"), __import__("sys")
-    # Paths resolved with the system calls themselves, taken here: ``os.path``'s helpers
-    # look up ``os.fspath``, ``os.lstat`` and the rest in ``os`` at each call, where code
-    # under test may put a function of its own, which this hook would then run (on an
-    # interpreter whose ``normpath`` is written in Python, Debian's 3.11).
-    _px = __import__("posix")
-    lstat_, readlink_, getcwd_ = _px.lstat, _px.readlink, _px.getcwd
-    del _px
-
-    def norm(path):
-        if not path.startswith("/"):
-            path = getcwd_() + "/" + path
-        parts = []
-        for part in path.split("/"):
-            if part == "..":
-                if parts:
-                    parts.pop()
-            elif part and part != ".":
-                parts.append(part)
-        return "/" + "/".join(parts)
-
-    def realpath(path):
-        if not path.startswith("/"):
-            path = getcwd_() + "/" + path
-        todo = path.split("/")[1:]
-        todo.reverse()
-        out, links = "", 0
-        while todo:
-            part = todo.pop()
-            if part in ("", "."):
-                continue
-            if part == "..":
-                out = out.rsplit("/", 1)[0]
-                continue
-            step = out + "/" + part
-            try:
-                mode = lstat_(step).st_mode
-            except OSError:
-                out = step
-                continue
-            if mode & 0o170000 != 0o120000:
-                out = step
-                continue
-            links += 1
-            if links > 40:
-                return norm(path)
-            target = readlink_(step)
-            if target.startswith("/"):
-                out = ""
-            more = target.split("/")
-            more.reverse()
-            todo.extend(more)
-        return out or "/"
+    norm, realpath = _normpath, _realpath  # see _PATHS: taken before any other code
     gc = __import__("gc")
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     _thread = __import__("_thread")
@@ -1567,7 +1580,7 @@ def _install():
 _tolerant_faulthandler()
 _install()
 del _install, _register, _wipe, _undumpable, _own_domain, _tolerant_faulthandler
-del _dict_tags
+del _dict_tags, _normpath, _realpath, _posix
 '''
 
 _PLUGIN = r'''"""harness guard plugin: a canary test; every outcome streamed to the harness."""
@@ -1590,63 +1603,8 @@ _Frozen = types.MappingProxyType
 # module the candidate wrote under /tmp a file "the run cannot change", and its function
 # stood over ``Function.runtest`` (found while fixing red team round thirty-eight's false
 # verdicts). A test that patches ``open`` or ``os.path.exists`` no longer misleads them.
-import posix as _posix  # noqa: E402
-
-_LSTAT, _STAT, _ACCESS = _posix.lstat, _posix.stat, _posix.access
-_READLINK, _GETCWD, _W_OK = _posix.readlink, _posix.getcwd, _posix.W_OK
+# @@paths@@: _PATHS goes here
 _OPEN = open
-_S_IFMT, _S_IFLNK, _S_IFREG = 0o170000, 0o120000, 0o100000
-
-
-def _normpath(path):
-    """``path`` made absolute, its ``.``, ``..`` and repeated slashes taken out (by text)."""
-    if not path.startswith("/"):
-        path = _GETCWD() + "/" + path
-    parts = []
-    for part in path.split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part and part != ".":
-            parts.append(part)
-    return "/" + "/".join(parts)
-
-
-def _realpath(path):
-    """``os.path.realpath`` with the system calls taken at load (a loop: the path as is)."""
-    if type(path) is not str:
-        path = str(path)
-    if not path.startswith("/"):
-        path = _GETCWD() + "/" + path
-    todo = path.split("/")[1:]
-    todo.reverse()
-    out, links = "", 0
-    while todo:
-        part = todo.pop()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            out = out.rsplit("/", 1)[0]
-            continue
-        step = out + "/" + part
-        try:
-            mode = _LSTAT(step).st_mode
-        except OSError:
-            out = step
-            continue
-        if mode & _S_IFMT != _S_IFLNK:
-            out = step
-            continue
-        links += 1
-        if links > 40:
-            return _normpath(path)
-        target = _READLINK(step)
-        if target.startswith("/"):
-            out = ""
-        parts = target.split("/")
-        parts.reverse()
-        todo.extend(parts)
-    return out or "/"
 
 
 def _dirname(path):
@@ -2895,6 +2853,10 @@ for _value in list(globals().values()):
 
 _AUDIT("harness.guard.loaded")  # the guard's hook keeps this namespace as it is now
 '''
+
+# The path functions, one source for both files (each binds its own copies as it loads).
+_SITECUSTOMIZE = _SITECUSTOMIZE.replace("# @@paths@@: _PATHS goes here\n", _PATHS)
+_PLUGIN = _PLUGIN.replace("# @@paths@@: _PATHS goes here\n", _PATHS)
 
 
 def guard_files(
